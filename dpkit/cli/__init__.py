@@ -1,0 +1,1 @@
+"""Command-line interface: one module per sub-command, each with ``register(subparsers)``."""

@@ -1,0 +1,109 @@
+"""RunContext: everything a defense or attack gets for one cell of a run."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+if TYPE_CHECKING:
+    from dpkit.accounting import Ledger
+    from dpkit.registry import Registry
+
+
+def cache_root() -> Path:
+    """Root of dpkit's caches: ``$DPKIT_CACHE`` or ``~/.cache/dpkit``."""
+    return Path(os.environ.get("DPKIT_CACHE") or Path.home() / ".cache" / "dpkit").expanduser()
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device!r} was requested but no CUDA GPU is available; "
+                           "use device: auto or cpu")
+    return torch.device(device)
+
+
+def derive_seed(seed: int, *streams: str) -> int:
+    """A 63-bit seed derived from ``seed`` and stream names (independent, reproducible streams)."""
+    h = hashlib.sha256(str(seed).encode())
+    for s in streams:
+        h.update(b"\0" + s.encode())
+    return int.from_bytes(h.digest()[:8], "little") >> 1
+
+
+_LOADED: dict[tuple, Any] = {}
+
+
+def load_component(registry: Registry, kind: str, name: str, params: dict,
+                   device: torch.device) -> Any:
+    """Build and load a dataset or model source, memoized on (kind, name, params, device)."""
+    import json
+
+    key = (kind, name, json.dumps(params, sort_keys=True, default=str), str(device))
+    if key not in _LOADED:
+        source = registry.build(kind, name, params)
+        _LOADED[key] = source.load() if kind == "dataset" else source.load(device)
+    return _LOADED[key]
+
+
+def clear_loaded() -> None:
+    """Drop the per-process cache of loaded datasets and models."""
+    _LOADED.clear()
+
+
+@dataclass
+class RunContext:
+    """One cell's inputs: data, model, device, seed, ledger, registry and folders."""
+
+    dataset: Any
+    model: Any
+    device: torch.device
+    seed: int
+    ledger: Ledger
+    registry: Registry
+    cache_dir: Path = field(default_factory=lambda: cache_root() / "artifacts")
+    work_dir: Path | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    progress: Callable[[str], None] | None = None
+    privacy: Any = None
+
+    def load_dataset(self, name: str, params: dict | None = None) -> Any:
+        """Load another registered dataset (e.g. public data for training), cached per process."""
+        return load_component(self.registry, "dataset", name, params or {}, self.device)
+
+    def load_model(self, name: str, params: dict | None = None) -> Any:
+        """Load another registered model onto this cell's device, cached per process."""
+        return load_component(self.registry, "model", name, params or {}, self.device)
+
+    def build(self, kind: str, name: str, params: dict | None = None) -> Any:
+        """Instantiate a registered component (e.g. a mechanism a defense uses) by name."""
+        return self.registry.build(kind, name, params or {})
+
+    def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
+        """A fresh generator for ``stream``, seeded from the cell seed (same stream, same draws)."""
+        gen = torch.Generator(device=device or self.device)
+        gen.manual_seed(derive_seed(self.seed, stream))
+        return gen
+
+    def numpy_seed(self, stream: str) -> int:
+        """A 32-bit seed for numpy / scikit-learn / gensim, derived like :meth:`generator`."""
+        return derive_seed(self.seed, stream) % (2**32)
+
+    def artifact_dir(self, kind: str, key: str) -> Path:
+        """A cache folder for a trained artifact (e.g. a denoiser) identified by ``key``."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+        path = self.cache_dir / kind / safe
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def say(self, message: str) -> None:
+        """Report progress of long work (shown under the run's progress bar)."""
+        if self.progress is not None:
+            self.progress(message)

@@ -1,0 +1,168 @@
+"""Plug-in manager: discovers plug-ins through the ``dpkit`` entry-point group.
+
+``DPKIT_LOAD_PLUGINS=a,b`` loads only those entry points (by entry-point name; an empty value
+loads none); ``DPKIT_DISABLED_PLUGINS=a,b`` skips those. A plug-in that fails to import, defines a
+hook dpkit does not know, raises inside a hook or registers an invalid component is recorded under
+its name (see :func:`plugin_errors`), warned about, and the other plug-ins keep working.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata as md
+import os
+import warnings
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import pluggy
+
+from dpkit import hookspecs
+from dpkit.errors import DpkitError, PluginError
+from dpkit.registry import Registry
+
+GROUP = "dpkit"
+
+
+@dataclass
+class PluginInfo:
+    """A discovered plug-in: its name, distribution version and load error (if any)."""
+
+    name: str
+    module: str
+    version: str | None = None
+    distribution: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class PluginSystem:
+    """Owns the pluggy manager, the plug-in table and the registry built from the hooks."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(GROUP)
+        self.pm.add_hookspecs(hookspecs)
+        self.info: dict[str, PluginInfo] = {}
+        self._registry: Registry | None = None
+
+    def load_entry_points(self) -> None:
+        """Import every enabled entry point of group ``dpkit``; failures are recorded."""
+        only = _env_names("DPKIT_LOAD_PLUGINS")
+        disabled = _env_names("DPKIT_DISABLED_PLUGINS") or set()
+        for ep in sorted(md.entry_points(group=GROUP), key=lambda e: e.name):
+            if (only is not None and ep.name not in only) or ep.name in disabled:
+                continue
+            dist = getattr(ep, "dist", None)
+            info = PluginInfo(ep.name, ep.value, dist.version if dist else None,
+                              dist.metadata["Name"] if dist else None)
+            self.info[ep.name] = info
+            try:
+                module = ep.load()
+            except Exception as exc:  # a broken plug-in must not take the others down
+                info.errors.append(f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}")
+                continue
+            self.add(module, ep.name, info)
+
+    def add(self, plugin: object, name: str, info: PluginInfo | None = None) -> None:
+        """Register a plug-in object or module under ``name`` (also used for tests)."""
+        info = info or PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))
+        self.info[name] = info
+        unknown = _unknown_hooks(plugin)
+        if unknown:
+            info.errors.extend(unknown)
+            return
+        self.pm.register(plugin, name=name)
+        self._registry = None
+
+    def remove(self, name: str) -> None:
+        """Unregister plug-in ``name``."""
+        plugin = self.pm.get_plugin(name)
+        if plugin is not None:
+            self.pm.unregister(plugin, name=name)
+        self.info.pop(name, None)
+        self._registry = None
+
+    @property
+    def registry(self) -> Registry:
+        """The registry, built on first use by calling each plug-in's hooks separately."""
+        if self._registry is None:
+            self._registry = self._build_registry()
+        return self._registry
+
+    def _build_registry(self) -> Registry:
+        registry = Registry()
+        for hook_name, kind in hookspecs.HOOKS.items():
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
+
+                def register(cls, _kind=kind, _info=info):
+                    try:
+                        registry.add(_kind, cls, _info.name)
+                    except PluginError as exc:
+                        _info.errors.append(str(exc))
+
+                try:
+                    impl.function(register=register)
+                except Exception as exc:
+                    info.errors.append(f"hook {hook_name} raised {type(exc).__name__}: {exc}")
+        for info in self.info.values():
+            for err in info.errors:
+                registry.errors.setdefault(info.name, []).append(err)
+                warnings.warn(f"dpkit plug-in {info.name!r} is broken: {err}", stacklevel=2)
+        return registry
+
+
+def _env_names(var: str) -> set[str] | None:
+    raw = os.environ.get(var)
+    if raw is None:
+        return None
+    return {p.strip() for p in raw.split(",") if p.strip()}
+
+
+def _unknown_hooks(plugin: object) -> list[str]:
+    """Hook implementations on ``plugin`` whose names are not dpkit hooks."""
+    problems = []
+    known = list(hookspecs.HOOKS)
+    for attr in dir(plugin):
+        if not attr.startswith("dpkit_"):
+            continue
+        if attr not in hookspecs.HOOKS and callable(getattr(plugin, attr, None)):
+            close = difflib.get_close_matches(attr, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"defines unknown hook {attr!r}{hint}; known hooks: {', '.join(known)}")
+    return problems
+
+
+_SYSTEM: PluginSystem | None = None
+
+
+def get_plugin_system() -> PluginSystem:
+    """The process-wide plug-in system, loading entry points on first call."""
+    global _SYSTEM
+    if _SYSTEM is None:
+        _SYSTEM = PluginSystem()
+        _SYSTEM.load_entry_points()
+    return _SYSTEM
+
+
+def get_registry() -> Registry:
+    """The process-wide component registry."""
+    return get_plugin_system().registry
+
+
+def reset() -> None:
+    """Forget the loaded plug-ins (the next call rediscovers entry points)."""
+    global _SYSTEM
+    _SYSTEM = None
+
+
+def plugin_errors() -> dict[str, list[str]]:
+    """Errors of broken plug-ins, by plug-in name."""
+    return {n: list(i.errors) for n, i in get_plugin_system().info.items() if i.errors}
+
+
+def register_plugin(plugin: ModuleType | object, name: str) -> None:
+    """Register a plug-in object in this process (tests, notebooks)."""
+    system = get_plugin_system()
+    if name in system.info:
+        raise DpkitError(f"a plug-in named {name!r} is already loaded; pick another name")
+    system.add(plugin, name)

@@ -1,0 +1,128 @@
+"""Component protocols: what a registered mechanism, defense, attack, dataset or model provides.
+
+Every component is a class with a class attribute ``name`` (its registry key), a pydantic
+``Params`` model (``extra="forbid"``, bounds declared with ``Field``; subclass
+:class:`dpkit.params.Params`) and an ``__init__(self, params)``. The runner builds it with
+``cls(cls.Params.model_validate(raw))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+    from pydantic import BaseModel
+
+    from dpkit.accounting.guarantees import Guarantee
+    from dpkit.context import RunContext
+    from dpkit.space import EmbeddingSpace
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """A randomized map applied by the data owner; declares its guarantee before it runs.
+
+    ``domain`` is ``"embedding"`` (float tensor ``[..., d]`` in, same shape out), ``"token"``
+    (token ids ``[...]`` in, token ids out) or ``"table"`` (an embedding table in, a table out).
+    Mechanisms whose output law is computable also implement one of the optional methods
+    ``log_density(x, y)`` (continuous: ``log p(y | x)`` per row) or ``output_log_probs(ids, space)``
+    (discrete: ``[n, V]`` log-probabilities), which :mod:`dpkit.audit` uses for exact privacy loss.
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    domain: ClassVar[str]
+    params: BaseModel
+
+    def guarantee(self, space: EmbeddingSpace | None = None) -> Guarantee:
+        """The guarantee of one application (one token for per-token mechanisms)."""
+
+    def privatize(
+        self, x: torch.Tensor, *, space: EmbeddingSpace | None, generator: torch.Generator
+    ) -> torch.Tensor:
+        """Apply the mechanism to a batch; randomness comes only from ``generator``."""
+
+
+@dataclass
+class ServerView:
+    """What the untrusted party observed, the attacker's knowledge, and the hidden truth.
+
+    ``observed`` holds tensors that crossed the wire (e.g. ``"embeddings"``: noisy token
+    embeddings ``[n, d]``; ``"token_ids"``: substituted ids ``[n]``); ``knowledge`` what the
+    attacker is assumed to know (e.g. ``"space"``: the public :class:`EmbeddingSpace`); ``truth``
+    the private values used only to score attacks (e.g. ``"token_ids"``, ``"labels"``).
+    """
+
+    observed: dict[str, Any] = field(default_factory=dict)
+    knowledge: dict[str, Any] = field(default_factory=dict)
+    truth: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DefenseResult:
+    """Outcome of one defense run: metrics, the server's view for attacks, and bytes on the wire."""
+
+    metrics: dict[str, float]
+    view: ServerView | None = None
+    wire_bytes: dict[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Defense(Protocol):
+    """An end-to-end protocol around a model; records its spends on ``ctx.ledger``."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    params: BaseModel
+
+    def run(self, ctx: RunContext) -> DefenseResult:
+        """Run the protocol on ``ctx.dataset`` / ``ctx.model`` and report metrics and the view."""
+
+
+@runtime_checkable
+class Attack(Protocol):
+    """Takes a server view plus stated knowledge and returns attack-success metrics."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    requires: ClassVar[tuple[str, ...]]
+    params: BaseModel
+
+    def run(self, view: ServerView, ctx: RunContext) -> dict[str, float]:
+        """Attack ``view.observed`` using ``view.knowledge``; score against ``view.truth``."""
+
+
+@runtime_checkable
+class DatasetSource(Protocol):
+    """A dataset the runner can load; ``load`` returns a :class:`dpkit.data.TextDataset` or
+    another dataset type documented by the plug-in (e.g. word pairs)."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    params: BaseModel
+
+    def load(self) -> Any:
+        """Fetch (cached) and return the dataset."""
+
+
+@runtime_checkable
+class ModelSource(Protocol):
+    """A model the runner can load onto a device (an EmbeddingSpace, a split model, ...)."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    params: BaseModel
+
+    def load(self, device: torch.device) -> Any:
+        """Fetch (cached) and return the model on ``device``."""
+
+
+PROTOCOLS: dict[str, type] = {
+    "mechanism": Mechanism,
+    "defense": Defense,
+    "attack": Attack,
+    "dataset": DatasetSource,
+    "model": ModelSource,
+}
