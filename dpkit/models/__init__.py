@@ -1,0 +1,17 @@
+"""Model sources and the split client/server wrapper (see ``docs/data.md``)."""
+
+from dpkit.models.split import ServerOutput, SplitModel, TokenBatch, last_token_pool, mean_pool
+from dpkit.models.stopwords import ENGLISH_STOP_WORDS
+from dpkit.models.tiny import tiny_causal, tiny_encoder, tiny_tokenizer
+
+__all__ = [
+    "ENGLISH_STOP_WORDS",
+    "ServerOutput",
+    "SplitModel",
+    "TokenBatch",
+    "last_token_pool",
+    "mean_pool",
+    "tiny_causal",
+    "tiny_encoder",
+    "tiny_tokenizer",
+]
