@@ -1,0 +1,82 @@
+"""Run one cell: load data and model, build the defense, run it and the attacks."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from dpkit.context import RunContext, cache_root, derive_seed, load_component, resolve_device
+from dpkit.runner.cells import Cell
+from dpkit.spec import PrivacySettings
+from dpkit.spec_check import MECHANISM_TASK
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch global generators for components that use them."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def build_defense(cell: Cell, registry):
+    """The defense a cell runs: the named one, or ``privatize_text`` around a mechanism."""
+    if cell.kind == "mechanism":
+        params = {**cell.evaluation, "mechanism": cell.component,
+                  "mechanism_params": cell.params}
+        return registry.build("defense", MECHANISM_TASK, params)
+    return registry.build("defense", cell.component, cell.params)
+
+
+def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None) -> dict:
+    """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing)."""
+    from dpkit.accounting import Ledger
+    from dpkit.plugins import get_registry
+
+    registry = registry or get_registry()
+    started = time.perf_counter()
+    device = resolve_device(cell.device)
+    seed_everything(derive_seed(cell.seed, "global", cell.key))
+    dataset = load_component(registry, "dataset", cell.data["name"], cell.data["params"], device)
+    model = None
+    if cell.model:
+        model = load_component(registry, "model", cell.model["name"], cell.model["params"], device)
+    privacy = cell.privacy
+    ledger = Ledger(delta=privacy["delta"], accountant=privacy["accountant"],
+                    ceiling=privacy.get("ceiling"))
+    ctx = RunContext(dataset=dataset, model=model, device=device, seed=cell.seed, ledger=ledger,
+                     registry=registry, cache_dir=cache_root() / "artifacts",
+                     options={"cell": cell.key}, progress=progress,
+                     privacy=PrivacySettings.model_validate(privacy))
+    defense = build_defense(cell, registry)
+    result = defense.run(ctx)
+    metrics = {k: float(v) for k, v in result.metrics.items()}
+    skipped = []
+    for ref in cell.attacks:
+        attack = registry.build("attack", ref["name"], ref["params"])
+        view = result.view
+        if view is None or not all(r in view.observed for r in attack.requires):
+            skipped.append(ref["name"])
+            continue
+        metrics.update({k: float(v) for k, v in attack.run(view, ctx).items()})
+    return {
+        "key": cell.key,
+        "spec": cell.spec_name,
+        "method": cell.method,
+        "kind": cell.kind,
+        "component": cell.component,
+        "params": cell.params,
+        "point": cell.point,
+        "seed": cell.seed,
+        "metrics": metrics,
+        "privacy": ledger.summary(),
+        "ledger": ledger.to_dict(),
+        "wire_bytes": dict(result.wire_bytes),
+        "attacks_skipped": skipped,
+        "device": str(device),
+        "elapsed_s": round(time.perf_counter() - started, 3),
+    }
+

@@ -1,0 +1,89 @@
+"""Result store: ``results.jsonl`` appended with fsync, one line per finished cell."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def _clean(value: Any) -> Any:
+    """Replace non-finite floats by strings so the file stays strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def restore_floats(value: Any) -> Any:
+    """Inverse of the non-finite float encoding used in results.jsonl."""
+    if value in ("inf", "-inf", "nan"):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: restore_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restore_floats(v) for v in value]
+    return value
+
+
+class ResultStore:
+    """Finished cells of one output folder; the single writer of ``results.jsonl``."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = Path(out_dir)
+        self.path = self.out_dir / "results.jsonl"
+        self.rows: dict[str, dict] = {}
+        if self.path.exists():
+            self._read()
+
+    def _read(self) -> None:
+        with self.path.open(encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line torn by a crash: that cell simply runs again
+                if isinstance(row, dict) and "key" in row:
+                    self.rows[row["key"]] = restore_floats(row)
+
+    def done(self, key: str) -> bool:
+        """Whether the cell ``key`` already finished."""
+        return key in self.rows
+
+    def append(self, row: dict) -> None:
+        """Append one finished cell and fsync, so a crash loses at most the cell in flight."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        line = json.dumps(_clean(row), sort_keys=True, default=_json_default)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.rows[row["key"]] = row
+
+    def clear(self) -> None:
+        """Forget all results (``--fresh``): removes results and derived files."""
+        for name in ("results.jsonl", "results.csv", "ledger.json", "failures.jsonl"):
+            (self.out_dir / name).unlink(missing_ok=True)
+        for png in self.out_dir.glob("*.png"):
+            png.unlink()
+        self.rows.clear()
+
+    def record_failure(self, key: str, method: str, error: str) -> None:
+        """Note a failed cell in ``failures.jsonl`` (it is retried on the next run)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with (self.out_dir / "failures.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": key, "method": method, "error": error}) + "\n")
