@@ -1,0 +1,89 @@
+"""Noise calibration for a target (ε, δ): σ through ``dp_accounting.calibrate_dp_mechanism``.
+
+Conservative: the returned σ is checked with a fresh accountant and nudged up until its ε is at
+most the target. The classical σ = Δ·√(2 ln(1.25/δ))/ε is not used (it only holds for ε < 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import dp_accounting
+
+from dpkit.accounting import events as ev
+from dpkit.errors import AccountingError
+
+LOWER_SIGMA = {"rdp": 1e-3, "pld": 2e-2}
+"""Smallest noise multiplier searched (positive: σ = 0 has ε = ∞; PLD tables blow up near 0)."""
+MAX_NUDGES = 60
+
+
+def _check_target(target_epsilon: float, delta: float) -> None:
+    if not (target_epsilon > 0 and math.isfinite(target_epsilon)):
+        raise AccountingError(f"target epsilon must be a positive finite number, got "
+                              f"{target_epsilon!r}")
+    if not 0 < delta < 1:
+        raise AccountingError(f"delta must lie in (0, 1) for calibration, got {delta!r}")
+
+
+def _bracket(epsilon: Callable[[float], float], target: float, start: float,
+             floor: float) -> tuple[float, float] | float:
+    """(lo, hi) with ε(lo) > target ≥ ε(hi), or ``floor`` when even the floor meets the target."""
+    hi = start
+    for _ in range(60):
+        if epsilon(hi) <= target:
+            break
+        hi *= 2
+    else:
+        raise AccountingError(f"no σ up to {hi:g} reaches ε={target:g}; the event's ε may not "
+                              "decrease with σ")
+    lo = hi / 2
+    while epsilon(lo) <= target:
+        if lo <= floor:
+            return floor
+        hi, lo = lo, max(lo / 2, floor)
+    return lo, hi
+
+
+def calibrate_noise(make_event: Callable[[float], dp_accounting.DpEvent], target_epsilon: float,
+                    delta: float, accountant: str = "rdp", *, tol: float = 1e-6) -> float:
+    """Smallest σ (up to ``tol``) whose event ``make_event(σ)`` has ε ≤ ``target_epsilon`` at δ."""
+    _check_target(target_epsilon, delta)
+    ev.check_accountant(accountant)
+
+    def epsilon(sigma: float) -> float:
+        return ev.epsilon_of(make_event(sigma), delta, accountant)
+
+    # RDP's ε bounds PLD's from above, so the RDP σ is a safe start for the PLD search.
+    start = 1.0 if accountant == "rdp" else calibrate_noise(make_event, target_epsilon, delta,
+                                                            "rdp", tol=tol)
+    bracket = _bracket(epsilon, target_epsilon, start, LOWER_SIGMA[accountant])
+    if isinstance(bracket, float):
+        return bracket
+    try:
+        sigma = float(dp_accounting.calibrate_dp_mechanism(
+            lambda: ev.make_accountant(accountant), make_event, target_epsilon, delta,
+            bracket_interval=dp_accounting.ExplicitBracketInterval(*bracket), tol=tol))
+    except ValueError as exc:
+        raise AccountingError(f"could not calibrate σ for ε={target_epsilon:g}, δ={delta:g} "
+                              f"with {accountant}: {exc}; check the event and the target") from exc
+    step = max(tol, sigma * 1e-9)
+    for _ in range(MAX_NUDGES):
+        if epsilon(sigma) <= target_epsilon:
+            return sigma
+        sigma += step
+        step *= 2
+    raise AccountingError(f"calibrated σ={sigma:g} still exceeds ε={target_epsilon:g}; "
+                          "the event's ε may not decrease with σ")
+
+
+def calibrate_gaussian(target_epsilon: float, delta: float, *, sampling_rate: float = 1.0,
+                       steps: int = 1, sensitivity: float = 1.0, accountant: str = "rdp") -> float:
+    """Noise std for ``steps`` (Poisson-subsampled) Gaussian releases of L2 ``sensitivity``."""
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise AccountingError(f"sensitivity must be a positive finite number, got {sensitivity!r}")
+    ev.dpsgd_event(1.0, sampling_rate, steps)  # validates rate and steps with clear messages
+    multiplier = calibrate_noise(lambda s: ev.dpsgd_event(s, sampling_rate, steps),
+                                 target_epsilon, delta, accountant)
+    return multiplier * sensitivity

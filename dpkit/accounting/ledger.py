@@ -1,0 +1,229 @@
+"""The privacy ledger: records every spend with a label, composes per notion, answers queries.
+
+State lives here; the math lives in :mod:`dpkit.accounting.events` (dp-accounting bridge) and
+:mod:`dpkit.accounting.rules` (metric DP and (k, ε)-anonymity), in the style of Opacus's split
+between accountant objects and analysis functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dpkit.accounting import events as ev
+from dpkit.accounting import rules
+from dpkit.accounting.ceiling import Ceiling
+from dpkit.accounting.guarantees import (
+    DpGuarantee,
+    Guarantee,
+    KAnonymityGuarantee,
+    MetricDpGuarantee,
+    NoGuarantee,
+)
+from dpkit.accounting.serialize import describe, guarantee_from_dict, guarantee_to_dict
+from dpkit.errors import AccountingError
+
+FORMAT = "dpkit-ledger/1"
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One recorded spend: a guarantee, what it was for, and how many times it was applied."""
+
+    guarantee: Guarantee
+    label: str
+    count: int = 1
+
+
+class Ledger:
+    """Records privacy spends and composes them: (ε, δ)-DP, metric DP and (k, ε)-anonymity.
+
+    ``delta`` is the δ at which :meth:`epsilon` is reported, ``accountant`` the dp-accounting
+    accountant (``"rdp"`` default, or ``"pld"``), ``ceiling`` an optional budget (a float caps
+    both ε's, or a mapping with ``epsilon`` / ``eta`` / ``anonymity_epsilon``); a spend over it
+    raises :class:`~dpkit.errors.BudgetExceededError` and is not recorded. ``orders`` overrides
+    the RDP orders (dp-accounting's default grid otherwise).
+    """
+
+    def __init__(self, delta: float = 1e-5, accountant: str = "rdp",
+                 ceiling: float | Mapping[str, float] | Ceiling | None = None,
+                 orders: Sequence[float] | None = None):
+        if not 0 <= delta < 1:
+            raise AccountingError(f"ledger delta must lie in [0, 1), got {delta!r}")
+        self.delta_target = float(delta)
+        self.accountant = ev.check_accountant(accountant)
+        self.orders = list(orders) if orders is not None else None
+        if self.orders is not None and self.accountant != "rdp":
+            raise AccountingError("RDP orders were given with accountant='pld'; drop them")
+        self.ceiling = Ceiling.coerce(ceiling)
+        self._spends: list[Spend] = []
+        self._dp: dict[Hashable, list] = {}
+        self._metric: dict[MetricDpGuarantee, int] = {}
+        self._kanon: dict[KAnonymityGuarantee, int] = {}
+        self._none: dict[str, int] = {}
+        self._cache: dict[tuple, float] = {}
+
+    # ----------------------------------------------------------------- recording
+    def spend(self, guarantee: Guarantee, label: str, count: int = 1) -> Spend:
+        """Record ``count`` applications of ``guarantee``; checks the ceiling first."""
+        if not isinstance(guarantee, (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee,
+                                      NoGuarantee)):
+            raise AccountingError(f"spend {label!r}: {guarantee!r} is not a dpkit guarantee; wrap "
+                                  "a DpEvent as DpGuarantee(event)")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise AccountingError(f"spend {label!r}: count must be an integer ≥ 1, got {count!r}")
+        if not isinstance(label, str) or not label:
+            raise AccountingError(f"a spend needs a non-empty label, got {label!r}")
+        if self.ceiling is not None:
+            self.ceiling.check(self, guarantee, label, count)
+        return self._record(Spend(guarantee, label, count))
+
+    def _record(self, spend: Spend) -> Spend:
+        g, n = spend.guarantee, spend.count
+        if isinstance(g, DpGuarantee):
+            slot = self._dp.setdefault(ev.event_key(g.event), [g.event, 0])
+            slot[1] += n
+        elif isinstance(g, MetricDpGuarantee):
+            self._metric[g] = self._metric.get(g, 0) + n
+        elif isinstance(g, KAnonymityGuarantee):
+            self._kanon[g] = self._kanon.get(g, 0) + n
+        else:
+            self._none[g.reason] = self._none.get(g.reason, 0) + n
+        self._spends.append(spend)
+        self._cache.clear()
+        return spend
+
+    @property
+    def spends(self) -> tuple[Spend, ...]:
+        """Every recorded spend, in order."""
+        return tuple(self._spends)
+
+    def __len__(self) -> int:
+        return len(self._spends)
+
+    # ------------------------------------------------------------ (ε, δ)-DP
+    def dp_groups(self, extra: tuple[DpGuarantee, int] | None = None) -> list[tuple[Any, int]]:
+        """The (event, count) groups of DP spends, optionally with one more spend added."""
+        groups = [(e, c) for e, c in self._dp.values()]
+        if extra is not None:
+            groups = ev.group_events(groups + [(extra[0].event, extra[1])])
+        return groups
+
+    def dp_event(self):
+        """All DP spends as one dp-accounting event (grouped ``SelfComposedDpEvent``s)."""
+        return ev.composed_event(self.dp_groups())
+
+    @property
+    def no_guarantee_reasons(self) -> list[str]:
+        """Reasons of every NoGuarantee spend (each makes ε = ∞)."""
+        return list(self._none)
+
+    def epsilon(self, delta: float | None = None) -> float:
+        """ε of all DP spends at ``delta`` (the ledger's δ by default); ∞ after a NoGuarantee."""
+        if self._none:
+            return math.inf
+        if not self._dp:
+            return 0.0
+        d = self.delta_target if delta is None else float(delta)
+        key = ("eps", d)
+        if key not in self._cache:
+            self._cache[key] = ev.epsilon_of(self.dp_event(), d, self.accountant, self.orders)
+        return self._cache[key]
+
+    def delta(self, epsilon: float) -> float:
+        """δ of all DP spends at ``epsilon``; 1 after a NoGuarantee, 0 with no DP spends."""
+        if self._none:
+            return 1.0
+        if not self._dp:
+            return 0.0
+        return ev.delta_of(self.dp_event(), float(epsilon), self.accountant, self.orders)
+
+    # ------------------------------------------------------------ metric DP
+    def eta_totals(self) -> dict[tuple[str, str, str], float]:
+        """Σ η per (metric, space, unit) over metric-DP spends."""
+        return rules.compose_metric(self._metric.items())
+
+    def eta(self, metric: str | None = None, space: str | None = None,
+            unit: str | None = None) -> float:
+        """Total η of the metric-DP spends matching the filters (they must share one metric)."""
+        totals = {k: v for k, v in self.eta_totals().items()
+                  if (metric is None or k[0] == metric) and (space is None or k[1] == space)
+                  and (unit is None or k[2] == unit)}
+        if len(totals) > 1:
+            raise AccountingError(f"η of different metrics/spaces/units do not add up: {sorted(totals)}"
+                                  "; pass metric=, space= or unit= to pick one")
+        return next(iter(totals.values()), 0.0)
+
+    def metric_epsilon(self, distances: Any, metric: str | None = None,
+                       space: str | None = None) -> float | list[float]:
+        """ε between two documents: (Ση)·Σᵢ d(xᵢ, x'ᵢ) for per-token distances ``[n]`` or ``[b, n]``."""
+        if self._none:
+            out = rules.document_epsilon(1.0, distances)
+            return math.inf if isinstance(out, float) else [math.inf] * len(out)
+        return rules.document_epsilon(self.eta(metric, space, unit="token"), distances)
+
+    # ------------------------------------------------------ (k, ε)-anonymity
+    def k_anonymity(self) -> rules.KAnonymityTotal | None:
+        """Composed (k, ε)-anonymity (min k, summed ε), or None without such spends."""
+        return rules.compose_k_anonymity(self._kanon.items())
+
+    # --------------------------------------------------------------- reports
+    def remaining(self) -> dict[str, float]:
+        """What the ceiling still allows: ``epsilon``, ``eta``, ``anonymity_epsilon`` (∞ if uncapped)."""
+        cap = self.ceiling or Ceiling()
+        return cap.remaining(self)
+
+    def summary(self) -> dict[str, float]:
+        """Flat numbers for a results row; only the keys that apply (ε = ∞ after a NoGuarantee)."""
+        out: dict[str, float] = {}
+        if self._dp or self._none:
+            out["epsilon"] = self.epsilon()
+            out["delta"] = self.delta_target
+        totals = self.eta_totals()
+        if len(totals) == 1:
+            out["eta"] = next(iter(totals.values()))
+        else:
+            out.update({f"eta[{m}:{s}:{u}]": v for (m, s, u), v in totals.items()})
+        k = self.k_anonymity()
+        if k is not None:
+            out.update(k_achieved=float(k.k_achieved), k_requested=float(k.k_requested),
+                       share_below_k=k.share_below_k, anonymity_epsilon=k.epsilon)
+        if self._none:
+            out["no_guarantee_spends"] = float(sum(self._none.values()))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record of the ledger (settings, spends, summary; ∞ written as ``"inf"``)."""
+        return {
+            "format": FORMAT, "delta": self.delta_target, "accountant": self.accountant,
+            "orders": self.orders, "ceiling": self.ceiling.to_dict() if self.ceiling else None,
+            "spends": [{"label": s.label, "count": s.count,
+                        "guarantee": guarantee_to_dict(s.guarantee)} for s in self._spends],
+            "summary": {k: (v if math.isfinite(v) else "inf") for k, v in self.summary().items()},
+            "no_guarantee_reasons": self.no_guarantee_reasons,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ledger:
+        """Rebuild a ledger written by :meth:`to_dict` (spends replayed without ceiling checks)."""
+        if data.get("format") != FORMAT:
+            raise AccountingError(f"not a dpkit ledger record: format={data.get('format')!r}, "
+                                  f"expected {FORMAT!r}")
+        ledger = cls(delta=data["delta"], accountant=data["accountant"],
+                     ceiling=data.get("ceiling"), orders=data.get("orders"))
+        for item in data["spends"]:
+            ledger._record(Spend(guarantee_from_dict(item["guarantee"]), item["label"],
+                                 int(item["count"])))
+        return ledger
+
+    def table(self) -> str:
+        """A printable table of spends followed by the per-notion totals."""
+        from dpkit.accounting.report import ledger_table
+
+        return ledger_table(self)
+
+    def describe_spend(self, spend: Spend) -> str:
+        """One line describing a spend (its guarantee and count)."""
+        return f"{spend.label}: {describe(spend.guarantee)} ×{spend.count}"
