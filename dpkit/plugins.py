@@ -1,7 +1,8 @@
 """Plug-in manager: discovers plug-ins through the ``dpkit`` entry-point group.
 
 ``DPKIT_LOAD_PLUGINS=a,b`` loads only those entry points (by entry-point name; an empty value
-loads none); ``DPKIT_DISABLED_PLUGINS=a,b`` skips those. A plug-in that fails to import, defines a
+loads none); ``DPKIT_DISABLED_PLUGINS=a,b`` skips those; ``DPKIT_EXTRA_PLUGINS=name=module,...``
+also loads modules that are not installed as entry points (handy in tests and worker processes). A plug-in that fails to import, defines a
 hook dpkit does not know, raises inside a hook or registers an invalid component is recorded under
 its name (see :func:`plugin_errors`), warned about, and the other plug-ins keep working.
 """
@@ -61,6 +62,21 @@ class PluginSystem:
                 info.errors.append(f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}")
                 continue
             self.add(module, ep.name, info)
+        self.load_extra(os.environ.get("DPKIT_EXTRA_PLUGINS", ""))
+
+    def load_extra(self, spec: str) -> None:
+        """Load ``name=module`` pairs (comma-separated) as plug-ins, e.g. in worker processes."""
+        import importlib
+
+        for item in filter(None, (p.strip() for p in spec.split(","))):
+            name, _, module = item.partition("=")
+            module = module or name
+            info = PluginInfo(name, module)
+            self.info[name] = info
+            try:
+                self.add(importlib.import_module(module), name, info)
+            except Exception as exc:
+                info.errors.append(f"import of {module!r} failed: {type(exc).__name__}: {exc}")
 
     def add(self, plugin: object, name: str, info: PluginInfo | None = None) -> None:
         """Register a plug-in object or module under ``name`` (also used for tests)."""

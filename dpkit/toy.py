@@ -1,0 +1,136 @@
+"""A toy plug-in (generated data, a random space, a noisy defense, an attack) for tests and demos.
+
+Load it with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.toy`` or ``dpkit.plugins.register_plugin``. Nothing here
+is a research method; it exercises the runner, the ledger and the reports in seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from pydantic import Field
+
+from dpkit.accounting import MetricDpGuarantee
+from dpkit.data.types import TextDataset, TextSplit
+from dpkit.hookspecs import hookimpl
+from dpkit.params import Params
+from dpkit.protocols import DefenseResult, ServerView
+from dpkit.space import EmbeddingSpace
+
+WORDS = [f"w{i}" for i in range(40)]
+
+
+class ToyText:
+    """Generated sentences over 40 words, two labels."""
+
+    name = "toy_text"
+
+    class Params(Params):
+        n_docs: int = Field(24, ge=2, le=10_000)
+        seed: int = 0
+
+    def __init__(self, params: Params):
+        self.params = params
+
+    def load(self) -> TextDataset:
+        """Seeded random documents split 50/50."""
+        g = torch.Generator().manual_seed(self.params.seed)
+        docs = [" ".join(WORDS[i] for i in torch.randint(0, 40, (8,), generator=g).tolist())
+                for _ in range(self.params.n_docs)]
+        labels = [i % 2 for i in range(self.params.n_docs)]
+        half = self.params.n_docs // 2
+        return TextDataset("toy_text", {"train": TextSplit(docs[:half], labels[:half]),
+                                        "test": TextSplit(docs[half:], labels[half:])}, ("a", "b"))
+
+
+class ToySpace:
+    """A random 40×8 embedding space."""
+
+    name = "toy_space"
+
+    class Params(Params):
+        dim: int = Field(8, ge=1, le=512)
+
+    def __init__(self, params: Params):
+        self.params = params
+
+    def load(self, device: torch.device) -> EmbeddingSpace:
+        """Seeded Gaussian vectors on ``device``."""
+        g = torch.Generator().manual_seed(1)
+        return EmbeddingSpace("toy_space", WORDS, torch.randn(40, self.params.dim, generator=g)
+                              ).to(device)
+
+
+class ToyNoise:
+    """Adds isotropic noise of scale 1/eta to token embeddings (declared as eta-dχ)."""
+
+    name = "toy_noise"
+
+    class Params(Params):
+        eta: float = Field(1.0, gt=0)
+        fail: bool = False
+        sleep: float = Field(0.0, ge=0)
+
+    def __init__(self, params: Params):
+        self.params = params
+
+    def run(self, ctx) -> DefenseResult:
+        """Noise every test token; utility is the share still nearest to itself."""
+        if self.params.fail:
+            raise RuntimeError("toy_noise was asked to fail")
+        time.sleep(self.params.sleep)
+        space: EmbeddingSpace = ctx.model
+        ids = torch.cat(space.encode(ctx.dataset["test"].texts)).to(ctx.device)
+        # each token is released once: one per-token spend (a document gets η·Σd), not one per token
+        ctx.ledger.spend(MetricDpGuarantee(self.params.eta, "l2", space.name),
+                         f"toy_noise on {ids.numel()} tokens")
+        clean = space.vectors[ids]
+        noise = torch.randn(clean.shape, generator=ctx.generator("noise"), device=ctx.device)
+        noisy = clean + noise / self.params.eta
+        nearest = torch.cdist(noisy, space.vectors).argmin(dim=1)
+        return DefenseResult(
+            metrics={"preserved": float((nearest == ids).float().mean())},
+            view=ServerView(observed={"embeddings": noisy}, knowledge={"space": space},
+                            truth={"token_ids": ids}),
+            wire_bytes={"up": noisy.numel() * noisy.element_size()},
+        )
+
+
+class ToyAttack:
+    """Guesses each token as the nearest vocabulary vector."""
+
+    name = "toy_attack"
+    requires = ("embeddings",)
+
+    class Params(Params):
+        pass
+
+    def __init__(self, params: Params):
+        self.params = params
+
+    def run(self, view: ServerView, ctx) -> dict[str, float]:
+        """Top-1 recovery rate."""
+        table = view.knowledge["space"].vectors
+        guess = torch.cdist(view.observed["embeddings"], table).argmin(dim=1)
+        return {"toy_top1": float((guess == view.truth["token_ids"]).float().mean())}
+
+
+@hookimpl
+def dpkit_register_datasets(register):
+    register(ToyText)
+
+
+@hookimpl
+def dpkit_register_models(register):
+    register(ToySpace)
+
+
+@hookimpl
+def dpkit_register_defenses(register):
+    register(ToyNoise)
+
+
+@hookimpl
+def dpkit_register_attacks(register):
+    register(ToyAttack)

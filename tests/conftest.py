@@ -1,0 +1,36 @@
+"""Shared fixtures: an isolated plug-in system with only the toy plug-in."""
+
+from __future__ import annotations
+
+import pytest
+
+import dpkit.plugins
+
+
+@pytest.fixture
+def toy_plugins(monkeypatch):
+    """Load only ``dpkit.toy`` (no entry points), and restore the real plug-ins afterwards."""
+    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.toy")
+    dpkit.plugins.reset()
+    yield dpkit.plugins.get_registry()
+    dpkit.plugins.reset()
+
+
+@pytest.fixture
+def toy_spec_text(tmp_path):
+    """A spec over the toy plug-in with a 3-point η sweep, returned as (path, out_dir)."""
+    out = tmp_path / "out"
+    path = tmp_path / "toy.yaml"
+    path.write_text(f"""
+name: toy
+data: {{name: toy_text, params: {{n_docs: 16}}}}
+model: {{name: toy_space}}
+defense: {{name: toy_noise, label: Toy, params: {{eta: 1.0}}, sweep: {{eta: [0.5, 2.0, 8.0]}}}}
+attacks: [{{name: toy_attack}}]
+seeds: [0]
+device: cpu
+report: {{x: eta, utility: preserved, privacy: toy_top1}}
+output: {out}
+""")
+    return path, out

@@ -1,0 +1,115 @@
+"""Plug-in system: discovery, env filters, broken plug-ins named, registry errors."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+import dpkit
+import dpkit.plugins
+from dpkit.errors import ComponentNotFoundError
+from dpkit.plugins import PluginSystem
+
+
+def make_module(name, **hooks):
+    mod = types.ModuleType(name)
+    for key, fn in hooks.items():
+        setattr(mod, key, dpkit.hookimpl(fn))
+    return mod
+
+
+class Good:
+    """A fine mechanism."""
+
+    name = "good_mech"
+    domain = "embedding"
+
+    class Params(dpkit.Params):
+        eta: float = 1.0
+
+    def __init__(self, params):
+        self.params = params
+
+    def guarantee(self, space=None):
+        from dpkit.accounting import MetricDpGuarantee
+
+        return MetricDpGuarantee(self.params.eta)
+
+    def privatize(self, x, *, space=None, generator=None):
+        return x
+
+
+class NoParams:
+    name = "bad_mech"
+    domain = "embedding"
+
+    def guarantee(self, space=None): ...
+
+    def privatize(self, x, *, space=None, generator=None): ...
+
+
+def test_good_plugin_registers():
+    system = PluginSystem()
+    system.add(make_module("m", dpkit_register_mechanisms=lambda register: register(Good)), "m")
+    assert system.registry.get("mechanism", "good_mech").plugin == "m"
+
+
+def test_invalid_component_is_reported_and_others_survive():
+    system = PluginSystem()
+    system.add(make_module("bad", dpkit_register_mechanisms=lambda register: register(NoParams)),
+               "bad")
+    system.add(make_module("m", dpkit_register_mechanisms=lambda register: register(Good)), "m")
+    with pytest.warns(UserWarning, match="'bad' is broken"):
+        reg = system.registry
+    assert "good_mech" in reg.names("mechanism")
+    assert "Params" in reg.errors["bad"][0]
+
+
+def test_raising_hook_is_reported():
+    def boom(register):
+        raise RuntimeError("kaboom")
+
+    system = PluginSystem()
+    system.add(make_module("boom", dpkit_register_attacks=boom), "boom")
+    with pytest.warns(UserWarning):
+        assert "kaboom" in system.registry.errors["boom"][0]
+
+
+def test_unknown_hook_name_is_an_error():
+    mod = types.ModuleType("typo")
+    mod.dpkit_register_mechanism = dpkit.hookimpl(lambda register: None)
+    system = PluginSystem()
+    system.add(mod, "typo")
+    assert "did you mean 'dpkit_register_mechanisms'" in system.info["typo"].errors[0]
+
+
+def test_did_you_mean():
+    system = PluginSystem()
+    system.add(make_module("m", dpkit_register_mechanisms=lambda register: register(Good)), "m")
+    with pytest.raises(ComponentNotFoundError, match="did you mean 'good_mech'"):
+        system.registry.get("mechanism", "good_mec")
+
+
+def test_env_filters(monkeypatch):
+    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.toy,ghost=no.such.module")
+    dpkit.plugins.reset()
+    try:
+        system = dpkit.plugins.get_plugin_system()
+        assert set(system.info) == {"toy", "ghost"}
+        with pytest.warns(UserWarning, match="ghost"):
+            assert "toy_noise" in system.registry.names("defense")
+        assert "No module named" in dpkit.plugins.plugin_errors()["ghost"][0]
+    finally:
+        dpkit.plugins.reset()
+
+
+def test_disabled_plugins(monkeypatch):
+    monkeypatch.delenv("DPKIT_LOAD_PLUGINS", raising=False)
+    monkeypatch.setenv("DPKIT_DISABLED_PLUGINS", "baselines,stencil")
+    dpkit.plugins.reset()
+    try:
+        assert not {"baselines", "stencil"} & set(dpkit.plugins.get_plugin_system().info)
+    finally:
+        dpkit.plugins.reset()

@@ -1,0 +1,103 @@
+"""Spec loading: every bad input is one SpecError line naming file and location."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpkit.errors import SpecError
+from dpkit.runner.cells import expand, grid, set_path
+from dpkit.spec import load_spec
+
+GOOD = """
+name: t
+data: {name: toy_text}
+model: {name: toy_space}
+defense: {name: toy_noise, params: {eta: 1.0}, sweep: {eta: [1, 2]}}
+seeds: [0, 1]
+"""
+
+
+def write(tmp_path, text, name="s.yaml"):
+    p = tmp_path / name
+    p.write_text(text) if isinstance(text, str) else p.write_bytes(text)
+    return p
+
+
+def test_good_spec_expands_to_cells(tmp_path, toy_plugins):
+    spec = load_spec(write(tmp_path, GOOD))
+    cells = expand(spec, toy_plugins)
+    assert len(cells) == 4
+    assert {c.params["eta"] for c in cells} == {1, 2}
+    assert len({c.key for c in cells}) == 4
+
+
+def test_keys_are_stable_and_config_sensitive(tmp_path, toy_plugins):
+    a = expand(load_spec(write(tmp_path, GOOD)), toy_plugins)
+    b = expand(load_spec(write(tmp_path, GOOD, "t.yaml")), toy_plugins)
+    assert [c.key for c in a] == [c.key for c in b]
+    c = expand(load_spec(write(tmp_path, GOOD.replace("[1, 2]", "[1, 3]"), "u.yaml")), toy_plugins)
+    assert a[0].key == c[0].key and a[2].key != c[2].key
+
+
+@pytest.mark.parametrize("text, location, fragment", [
+    ("name: t\ndata: {name: toy_text\n", "line", "invalid YAML"),
+    ("", "", "empty"),
+    ("- a\n- b\n", "", "root must be a mapping"),
+    ("!!python/object/apply:os.system ['echo pwned']\n", "line", "invalid YAML"),
+    (GOOD + "colour: red\n", "colour", "unknown key"),
+    (GOOD.replace("seeds: [0, 1]", "seeds: zero"), "seeds", "valid list"),
+    (GOOD.replace("eta: 1.0}", "eta: -1.0}"), "defense.params.eta", "greater than 0"),
+    (GOOD.replace("[1, 2]", "[1, -2]"), "defense.sweep.eta=-2", "greater than 0"),
+    (GOOD.replace("toy_noise", "toy_nosie"), "defense.name", "did you mean 'toy_noise'"),
+    (GOOD.replace("toy_text", "toytext"), "data.name", "did you mean"),
+    (GOOD.replace("eta: 1.0}", "eat: 1.0}"), "defense.params.eat", "did you mean 'eta'"),
+    (GOOD.replace("defense:", "mechanism:"), "mechanism.name", "unknown mechanism"),
+    (GOOD.replace("device", "x") + "device: tpu\n", "device", "pattern"),
+])
+def test_bad_specs_give_one_line(tmp_path, toy_plugins, text, location, fragment):
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: ")
+    assert location in msg and fragment in msg
+    assert "\n" not in msg
+
+
+def test_unsafe_tag_never_executes(tmp_path, toy_plugins):
+    marker = tmp_path / "pwned"
+    path = write(tmp_path, f"!!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(SpecError):
+        load_spec(path)
+    assert not marker.exists()
+
+
+def test_missing_file(tmp_path, toy_plugins):
+    with pytest.raises(SpecError, match="no such file"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_include_merges_and_detects_cycles(tmp_path, toy_plugins):
+    write(tmp_path, GOOD, "base.yaml")
+    spec = load_spec(write(tmp_path, "include: base.yaml\nseeds: [5]\n", "child.yaml"))
+    assert spec.seeds == [5] and spec.defense.name == "toy_noise"
+    write(tmp_path, "include: b.yaml\n", "a.yaml")
+    write(tmp_path, "include: a.yaml\n", "b.yaml")
+    with pytest.raises(SpecError, match="cycle"):
+        load_spec(tmp_path / "a.yaml")
+
+
+def test_global_sweep_over_dotted_paths(tmp_path, toy_plugins):
+    text = GOOD + "sweep: {data.params.n_docs: [4, 8]}\n"
+    cells = expand(load_spec(write(tmp_path, text)), toy_plugins)
+    assert len(cells) == 8
+    assert {c.data["params"]["n_docs"] for c in cells} == {4, 8}
+
+
+def test_grid_and_set_path():
+    assert grid({}) == [{}]
+    assert grid({"a": [1, 2], "b": [3]}) == [{"a": 1, "b": 3}, {"a": 2, "b": 3}]
+    d = {"x": [{"y": 1}]}
+    set_path(d, "x.0.y", 5)
+    set_path(d, "z.w", 2)
+    assert d == {"x": [{"y": 5}], "z": {"w": 2}}
