@@ -1,0 +1,93 @@
+"""Ray executor: each cell a Ray task; the driver stays the only writer of results.jsonl.
+
+At most as many cells are in flight as the cluster has room for, so a stop request (Ctrl-C,
+SIGTERM) waits only for cells already running. A cell that raises is retried ``retries`` times,
+then reported; a worker that dies is retried by Ray itself (``max_retries``) and then reported.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable
+
+from dpkit.errors import DpkitError
+from dpkit.runner.cells import Cell
+
+_ENV_VARS = ("DPKIT_LOAD_PLUGINS", "DPKIT_DISABLED_PLUGINS", "DPKIT_EXTRA_PLUGINS", "DPKIT_CACHE",
+             "HF_HUB_OFFLINE")
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise DpkitError("--executor ray needs Ray, which is not installed; install it with "
+                         "pip install 'dpkit[ray]' (or pip install -e \".[ray]\" in a checkout)"
+                         ) from None
+    return ray
+
+
+def _run_cell(raw: dict) -> dict:
+    """Worker side: rebuild the cell and run it with the worker's own plug-in registry."""
+    from dpkit.runner.execute import execute_cell
+
+    return execute_cell(Cell.from_dict(raw))
+
+
+class RayExecutor:
+    """Fans cells out to a Ray cluster (a local one when no address is given)."""
+
+    name = "ray"
+
+    def __init__(self, retries: int = 0, address: str | None = None, num_cpus: int | None = None):
+        self.ray = _import_ray()
+        self.retries, self.address, self.num_cpus = retries, address, num_cpus
+
+    def _init(self) -> None:
+        env = {k: os.environ[k] for k in _ENV_VARS if k in os.environ}
+        if self.ray.is_initialized():
+            return
+        kwargs = dict(runtime_env={"env_vars": env}, include_dashboard=False,
+                      log_to_driver=False, configure_logging=False)
+        if self.address:
+            self.ray.init(address=self.address, **kwargs)
+        else:
+            self.ray.init(num_cpus=self.num_cpus or os.cpu_count(), **kwargs)
+
+    def run(self, cells: Iterable[Cell], on_result: Callable, on_failure: Callable,
+            should_stop: Callable[[], bool], progress: Callable[[str], None] | None = None) -> None:
+        """Run ``cells`` on Ray, reporting each result to the driver as it arrives."""
+        ray = self.ray
+        self._init()
+        remote = ray.remote(_run_cell)
+        queue = list(cells)
+        attempts: dict[str, int] = {}
+        running: dict = {}
+
+        def submit(cell: Cell) -> None:
+            res = cell.resources or {}
+            ref = remote.options(num_cpus=res.get("cpus", 1), num_gpus=res.get("gpus", 0),
+                                 max_retries=max(self.retries, 1)).remote(cell.to_dict())
+            running[ref] = cell
+
+        window = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        while queue or running:
+            while queue and len(running) < window and not should_stop():
+                submit(queue.pop(0))
+            if not running:
+                break
+            done, _ = ray.wait(list(running), num_returns=1)
+            cell = running.pop(done[0])
+            try:
+                row = ray.get(done[0])
+            except Exception as exc:
+                attempts[cell.key] = attempts.get(cell.key, 0) + 1
+                if attempts[cell.key] <= self.retries and not should_stop():
+                    queue.insert(0, cell)
+                    continue
+                cause = getattr(exc, "cause", None) or exc
+                on_failure(cell, f"{type(cause).__name__}: {cause}".splitlines()[0])
+            else:
+                on_result(cell, row)
+            if progress:
+                progress(f"{len(running)} running, {len(queue)} queued on Ray")
