@@ -1,0 +1,89 @@
+"""Attribute inference: an MLP trained on labelled auxiliary privatized representations."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from pydantic import Field
+
+from dpkit.params import Params
+from dpkit.protocols import ServerView
+
+
+def train_mlp_classifier(x: torch.Tensor, y: torch.Tensor, *, generator: torch.Generator,
+                         hidden: int = 128, epochs: int = 60, lr: float = 1e-2,
+                         weight_decay: float = 1e-4) -> torch.nn.Module:
+    """A 2-layer MLP fitted on ``x`` ``[N, d]`` and integer labels ``y`` ``[N]`` (full-batch Adam)."""
+    n_classes = int(y.max()) + 1
+    torch_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(torch_seed)
+        model = torch.nn.Sequential(torch.nn.Linear(x.shape[1], hidden), torch.nn.ReLU(),
+                                    torch.nn.Linear(hidden, n_classes)).to(x.device)
+    mean, std = x.mean(0, keepdim=True), x.std(0, keepdim=True).clamp_min(1e-6)
+    model.register_buffer("mean", mean)
+    model.register_buffer("std", std)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    xs = (x - mean) / std
+    for _ in range(epochs):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xs), y).backward()
+        opt.step()
+    return model
+
+
+def mlp_predict(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Predicted labels of a model from :func:`train_mlp_classifier`."""
+    with torch.no_grad():
+        return model((x - model.mean) / model.std).argmax(1)
+
+
+def attribute_inference(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
+                        test_y: torch.Tensor, *, generator: torch.Generator, **mlp) -> dict[str, float]:
+    """Accuracy of an MLP attacker and of the majority-class guess on the test representations."""
+    model = train_mlp_classifier(train_x.float(), train_y.long(), generator=generator, **mlp)
+    accuracy = float((mlp_predict(model, test_x.float()) == test_y).float().mean())
+    majority = float((test_y == torch.bincount(train_y.long()).argmax()).float().mean())
+    return {"attribute_accuracy": accuracy, "attribute_majority": majority}
+
+
+class AttributeInferenceParams(Params):
+    """Share of the observed records whose attribute the attacker knows (auxiliary data), MLP size."""
+
+    aux_fraction: float = Field(default=0.5, gt=0, lt=1)
+    hidden: int = Field(default=128, ge=1)
+    epochs: int = Field(default=60, ge=1)
+
+
+class AttributeInference:
+    """Infers a private attribute (e.g. the label) from privatized representations with an MLP.
+
+    Uses ``view.knowledge['aux_representations' / 'aux_attributes']`` when given; otherwise the
+    attacker knows the attributes of an ``aux_fraction`` of the observed records.
+    """
+
+    name: ClassVar[str] = "attribute_inference"
+    requires: ClassVar[tuple[str, ...]] = ("representations",)
+    Params = AttributeInferenceParams
+
+    def __init__(self, params: AttributeInferenceParams):
+        self.params = params
+
+    def run(self, view: ServerView, ctx) -> dict[str, float]:
+        """``attribute_accuracy`` of the attacker and the ``attribute_majority`` baseline."""
+        x, y = view.observed["representations"], view.truth.get("attributes")
+        if y is None:
+            raise ValueError("attribute_inference needs view.truth['attributes'] to score against")
+        y = torch.as_tensor(y, device=x.device).long()
+        gen = ctx.generator("attribute_inference", device="cpu")
+        if "aux_representations" in view.knowledge:
+            train_x = view.knowledge["aux_representations"]
+            train_y = torch.as_tensor(view.knowledge["aux_attributes"], device=x.device).long()
+            test_x, test_y = x, y
+        else:
+            order = torch.randperm(len(y), generator=gen).to(x.device)
+            cut = max(1, int(self.params.aux_fraction * len(y)))
+            train_x, train_y, test_x, test_y = x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
+        return attribute_inference(train_x, train_y, test_x, test_y, generator=gen,
+                                   hidden=self.params.hidden, epochs=self.params.epochs)

@@ -1,0 +1,100 @@
+"""Nearest-neighbour inversion of noisy embeddings and recovery of substituted tokens (Pr@k)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from pydantic import Field
+
+from dpkit.params import Params
+from dpkit.protocols import ServerView
+from dpkit.search import VocabIndex
+from dpkit.space import EmbeddingSpace
+
+
+def knn_recovery(queries: torch.Tensor, table: torch.Tensor, truth: torch.Tensor,
+                 ks: tuple[int, ...] = (1, 5), metric: str = "l2") -> dict[int, float]:
+    """Share of rows whose true id ``truth`` is among the k nearest table rows of the query, per k.
+
+    Rows with ``truth < 0`` (out of vocabulary) are not scored. Returns ``{k: rate}``.
+    """
+    if queries.shape[0] != truth.shape[0]:
+        raise ValueError(f"{queries.shape[0]} queries but {truth.shape[0]} true ids; they must align")
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be positive integers, got {ks!r}")
+    index = VocabIndex(table, metric)
+    truth = truth.to(index.device)
+    scored = truth >= 0
+    if not bool(scored.any()):
+        return {k: float("nan") for k in ks}
+    _, ids = index.search(queries[scored.to(queries.device)], max(ks))
+    hit_rank = (ids == truth[scored].unsqueeze(1)).long()
+    return {k: float(hit_rank[:, :k].any(1).float().mean()) for k in ks}
+
+
+def substitute_recovery(substituted: torch.Tensor, truth: torch.Tensor, space: EmbeddingSpace,
+                        ks: tuple[int, ...] = (1, 5), metric: str = "l2") -> dict[int, float]:
+    """Pr@k of dχ-STENCIL: the original is among the k nearest tokens of the substitute's vector."""
+    keep = (substituted >= 0) & (truth >= 0)
+    vectors = space.vectors[substituted[keep].to(space.vectors.device)]
+    return knn_recovery(vectors, space.vectors, truth[keep], ks, metric)
+
+
+def _space_of(view: ServerView, attack: str) -> EmbeddingSpace:
+    space = view.knowledge.get("space")
+    if not isinstance(space, EmbeddingSpace):
+        raise ValueError(f"{attack} needs view.knowledge['space'] (the public EmbeddingSpace); "
+                         f"got {type(space).__name__}")
+    return space
+
+
+class KnnParams(Params):
+    """Which k to report and the distance used to rank candidates."""
+
+    ks: tuple[int, ...] = Field(default=(1, 5), min_length=1, description="report top-k for these k")
+    metric: str = Field(default="l2", pattern="^(l2|cosine)$")
+    max_queries: int | None = Field(default=None, ge=1, description="score at most this many tokens")
+
+
+def _cap(n: int, cap: int | None) -> slice:
+    return slice(0, n if cap is None else min(n, cap))
+
+
+class NNInversion:
+    """Nearest-neighbour inversion: the attacker decodes each noisy embedding to its k nearest tokens."""
+
+    name: ClassVar[str] = "nn_inversion"
+    requires: ClassVar[tuple[str, ...]] = ("embeddings",)
+    Params = KnnParams
+
+    def __init__(self, params: KnnParams):
+        self.params = params
+
+    def run(self, view: ServerView, ctx) -> dict[str, float]:
+        """``inversion_top{k}``: share of tokens whose true id is among the k nearest of the noisy vector."""
+        space = _space_of(view, self.name)
+        take = _cap(len(view.truth["token_ids"]), self.params.max_queries)
+        rates = knn_recovery(view.observed["embeddings"][take], space.vectors,
+                             view.truth["token_ids"][take], tuple(self.params.ks), self.params.metric)
+        return {f"inversion_top{k}": v for k, v in rates.items()}
+
+
+class TokenRecovery:
+    """Recovery of substituted tokens (dχ-STENCIL's Pr@k): is the original among the substitute's k NN?"""
+
+    name: ClassVar[str] = "token_recovery"
+    requires: ClassVar[tuple[str, ...]] = ("substituted_ids",)
+    Params = KnnParams
+
+    def __init__(self, params: KnnParams):
+        self.params = params
+
+    def run(self, view: ServerView, ctx) -> dict[str, float]:
+        """``recovery_at{k}``: Pr@k over the in-vocabulary tokens of the privatized text."""
+        space = _space_of(view, self.name)
+        take = _cap(len(view.truth["token_ids"]), self.params.max_queries)
+        rates = substitute_recovery(view.observed["substituted_ids"][take],
+                                    view.truth["token_ids"][take], space, tuple(self.params.ks),
+                                    self.params.metric)
+        return {f"recovery_at{k}": v for k, v in rates.items()}

@@ -1,0 +1,156 @@
+"""CusText and CusText+ (Chen et al. 2023): customised top-K output sets + exponential mechanism."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from pydantic import Field
+
+import dpkit
+from dpkit.accounting import KAnonymityGuarantee
+
+from dpkit_baselines.sampling import frequency_rank, gumbel_argmax, stop_word_mask
+
+
+def build_groups(table: torch.Tensor, order: torch.Tensor, k: int,
+                 eligible: torch.Tensor | None = None) -> torch.Tensor:
+    """Greedy partition of the vocabulary into output sets of size k (CusText's mapping).
+
+    Walking ``order`` (most frequent first), the next unassigned word and its k − 1 nearest
+    unassigned words (L2) form one set; the last set may be smaller. Returns the set id ``[V]``
+    of each word (−1 for words not ``eligible``).
+    """
+    V = table.shape[0]
+    group = torch.full((V,), -1, dtype=torch.long, device=table.device)
+    free = torch.ones(V, dtype=torch.bool, device=table.device)
+    if eligible is not None:
+        free &= eligible
+    sq = (table * table).sum(1)
+    n_groups = 0
+    for seed in order[free[order]].tolist():
+        if not free[seed]:
+            continue
+        dist = sq - 2.0 * (table @ table[seed])
+        dist[~free] = torch.inf
+        dist[seed] = -torch.inf
+        members = dist.topk(min(k, int(free.sum())), largest=False).indices
+        group[members] = n_groups
+        free[members] = False
+        n_groups += 1
+    return group
+
+
+def member_table(group: torch.Tensor, k: int) -> torch.Tensor:
+    """``[n_sets, k]`` member ids of each output set, padded with −1."""
+    ids = torch.nonzero(group >= 0).squeeze(1)
+    g = group[ids]
+    order = torch.argsort(g, stable=True)
+    ids, g = ids[order], g[order]
+    n_sets = int(g.max()) + 1 if len(g) else 0
+    starts = torch.searchsorted(g, torch.arange(n_sets, device=g.device))
+    slot = torch.arange(len(g), device=g.device) - starts[g]
+    table = torch.full((n_sets, k), -1, dtype=torch.long, device=g.device)
+    table[g, slot] = ids
+    return table
+
+
+class CusText:
+    """CusText: each word is replaced within its fixed output set of K similar words by an
+    exponential mechanism on min-max-normalised similarity, P(y | x) ∝ exp(ε·u(x, y) / 2)."""
+
+    name: ClassVar[str] = "custext"
+    domain: ClassVar[str] = "token"
+    label: ClassVar[str] = "CusText"
+    keep_stop_words: ClassVar[bool] = False
+
+    class Params(dpkit.Params):
+        """ε of the exponential mechanism and the output-set size K."""
+
+        epsilon: float = Field(gt=0, allow_inf_nan=False, description="privacy parameter ε")
+        top_k: int = Field(default=20, ge=2, le=10_000, description="output-set size K")
+
+    def __init__(self, params: Params):
+        self.params = params
+        self.counts: torch.Tensor | None = None
+        self._cache: tuple[int, torch.Tensor, torch.Tensor] | None = None
+
+    def fit_counts(self, counts: torch.Tensor) -> None:
+        """Word counts ``[V]`` that order the greedy set construction (most frequent first)."""
+        self.counts = counts
+        self._cache = None
+
+    def groups(self, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """Output-set id ``[V]`` of every word (−1: kept verbatim, the stop words of CusText+)."""
+        return self._sets(space)[0]
+
+    def _sets(self, space: dpkit.EmbeddingSpace) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._cache is None or self._cache[0] != id(space):
+            eligible = ~stop_word_mask(space) if self.keep_stop_words else None
+            group = build_groups(space.vectors.float(), frequency_rank(space, self.counts),
+                                 self.params.top_k, eligible)
+            self._cache = (id(space), group, member_table(group, self.params.top_k))
+        return self._cache[1], self._cache[2]
+
+    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> KAnonymityGuarantee:
+        """(K, ε): ε-DP among the words of one output set; sets are disjoint, so nothing across them.
+
+        Needs ``space`` to report the achieved k (smallest set; 1 for verbatim stop words).
+        """
+        if space is None:
+            raise ValueError(f"{self.name}.guarantee needs the space to report the achieved k")
+        group = self.groups(space)
+        sizes = torch.bincount(group[group >= 0])
+        per_word = torch.where(group >= 0, sizes[group.clamp_min(0)], 1)
+        below = float((per_word < self.params.top_k).float().mean())
+        return KAnonymityGuarantee(self.params.top_k, int(per_word.min()), below,
+                                   self.params.epsilon)
+
+    def output_log_probs(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """Exact ``[n, V]`` output log-probabilities for ids ``[n]``."""
+        ids = ids.to(space.vectors.device)
+        group = self.groups(space)
+        table = space.vectors.float()
+        same = group[ids].unsqueeze(1) == group.unsqueeze(0)
+        dist = torch.cdist(table[ids], table)
+        dist = torch.where(same, dist, torch.nan)
+        lo = torch.where(same, dist, torch.inf).min(1, keepdim=True).values
+        hi = torch.where(same, dist, -torch.inf).max(1, keepdim=True).values
+        utility = 1.0 - (dist - lo) / (hi - lo).clamp_min(1e-12)
+        logits = torch.where(same, 0.5 * self.params.epsilon * utility, -torch.inf)
+        out = torch.log_softmax(logits, dim=1)
+        verbatim = group[ids] < 0
+        out[verbatim] = -torch.inf
+        out[verbatim, ids[verbatim]] = 0.0
+        return out
+
+    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
+                  generator: torch.Generator) -> torch.Tensor:
+        """Substitute ids for ids ``x`` ``[n]`` (−1 and verbatim words pass through)."""
+        if space is None:
+            raise ValueError(f"{self.name} needs the embedding space (space=...)")
+        device = space.vectors.device
+        x = x.to(device)
+        group, members = self._sets(space)
+        out = x.clone()
+        rows = torch.nonzero((x >= 0) & (group[x.clamp_min(0)] >= 0)).squeeze(1)
+        if len(rows):
+            cand = members[group[x[rows]]]
+            table = space.vectors.float()
+            valid = cand >= 0
+            dist = (table[cand.clamp_min(0)] - table[x[rows]].unsqueeze(1)).norm(dim=-1)
+            lo = torch.where(valid, dist, torch.inf).min(1, keepdim=True).values
+            hi = torch.where(valid, dist, -torch.inf).max(1, keepdim=True).values
+            utility = 1.0 - (dist - lo) / (hi - lo).clamp_min(1e-12)
+            logits = torch.where(valid, 0.5 * self.params.epsilon * utility, -torch.inf)
+            pick = gumbel_argmax(logits, generator)
+            out[rows] = cand.gather(1, pick.unsqueeze(1)).squeeze(1)
+        return out
+
+
+class CusTextPlus(CusText):
+    """CusText+: CusText that leaves stop words unchanged (they get no protection: k = 1)."""
+
+    name: ClassVar[str] = "custext_plus"
+    label: ClassVar[str] = "CusText+"
+    keep_stop_words: ClassVar[bool] = True

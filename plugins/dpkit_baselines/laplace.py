@@ -1,0 +1,129 @@
+"""Multivariate Laplace dχ noise (LaplaceDx) and its nearest-token variant (Text2Text / NOISE)."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+from pydantic import Field
+
+import dpkit
+from dpkit.accounting import MetricDpGuarantee
+from dpkit.search import VocabIndex
+
+
+def sample_laplace_noise(n: int, d: int, eta: float, generator: torch.Generator,
+                         device: torch.device | str | None = None) -> torch.Tensor:
+    """``[n, d]`` draws of density ∝ exp(−η‖z‖): radius ~ Gamma(d, 1/η) times a uniform unit direction.
+
+    Gamma(d, 1) for integer d is the sum of d standard exponentials, drawn from ``generator`` (torch's
+    own gamma sampler takes no generator). The direction is a normalised Gaussian: uniform on the
+    sphere, not in the ball, and not one Gamma draw per coordinate.
+    """
+    if not (eta > 0 and math.isfinite(eta)):
+        raise ValueError(f"eta must be a positive finite number, got {eta!r}")
+    device = device or generator.device
+    u = torch.rand(n, d, generator=generator, device=device)
+    radius = -torch.log1p(-u).sum(1, keepdim=True) / eta
+    direction = torch.randn(n, d, generator=generator, device=device)
+    direction = direction / direction.norm(dim=1, keepdim=True).clamp_min(1e-30)
+    return radius * direction
+
+
+def laplace_log_density(x: torch.Tensor, y: torch.Tensor, eta: float) -> torch.Tensor:
+    """``log p(y | x)`` per row for density η^d Γ(d/2) / (2 π^{d/2} Γ(d)) · exp(−η‖y − x‖)."""
+    d = x.shape[-1]
+    log_norm = (d * math.log(eta) + math.lgamma(d / 2) - math.log(2.0) - (d / 2) * math.log(math.pi)
+                - math.lgamma(d))
+    return log_norm - eta * (y.double() - x.double()).norm(dim=-1)
+
+
+def clip_norms(y: torch.Tensor, bound: float | None) -> torch.Tensor:
+    """Scale rows of ``y`` whose L2 norm exceeds ``bound`` back onto the ball (SnD Eq. 3)."""
+    if bound is None:
+        return y
+    norms = y.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    return y * (bound / norms).clamp(max=1.0)
+
+
+class LaplaceDx:
+    """Multivariate Laplace dχ noise on token embeddings (η-dχ per token, L2 metric)."""
+
+    name: ClassVar[str] = "laplace_dx"
+    domain: ClassVar[str] = "embedding"
+
+    class Params(dpkit.Params):
+        """η (privacy parameter, larger = less noise) and the optional SnD norm clip bound."""
+
+        eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η")
+        clip_bound: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                         description="clip noisy vectors to this L2 norm (SnD Eq. 3)")
+
+    def __init__(self, params: Params):
+        self.params = params
+
+    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
+        """η-dχ for the L2 distance between two token embeddings (clipping is post-processing)."""
+        return MetricDpGuarantee(self.params.eta, "l2", space.name if space else "", "token")
+
+    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace | None = None,
+                  generator: torch.Generator) -> torch.Tensor:
+        """Noisy copies of the rows of ``x`` ``[..., d]`` (clipped when ``clip_bound`` is set)."""
+        flat = x.reshape(-1, x.shape[-1]).float()
+        noise = sample_laplace_noise(flat.shape[0], flat.shape[1], self.params.eta, generator,
+                                     flat.device)
+        return clip_norms(flat + noise, self.params.clip_bound).reshape(x.shape)
+
+    def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Exact ``log p(y | x)`` per row; only without clipping (clipping puts mass on the sphere)."""
+        if self.params.clip_bound is not None:
+            raise dpkit.errors.AuditError(
+                f"laplace_dx with clip_bound={self.params.clip_bound} has no density (clipping puts "
+                "mass on the sphere); audit it with clip_bound unset — clipping is post-processing")
+        return laplace_log_density(x, y, self.params.eta)
+
+
+class Text2Text:
+    """NOISE (Feyisetan et al. 2020; Qu et al. 2021): Laplace dχ on the embedding, then nearest token.
+
+    Ids of −1 (out of vocabulary) pass through unchanged; the caller decides whether to keep them.
+    """
+
+    name: ClassVar[str] = "text2text"
+    domain: ClassVar[str] = "token"
+    label: ClassVar[str] = "NOISE"
+
+    class Params(dpkit.Params):
+        """η and the decoding metric (decoding uses only the noisy vector: post-processing)."""
+
+        eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η")
+        metric: str = Field(default="l2", pattern="^(l2|cosine)$",
+                            description="distance used to decode the noisy vector")
+
+    def __init__(self, params: Params):
+        self.params = params
+        self._index: tuple[int, VocabIndex] | None = None
+
+    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
+        """η-dχ per token for the L2 distance in ``space`` (decoding is post-processing)."""
+        return MetricDpGuarantee(self.params.eta, "l2", space.name if space else "", "token")
+
+    def index(self, space: dpkit.EmbeddingSpace) -> VocabIndex:
+        """The cached nearest-neighbour index over ``space``."""
+        if self._index is None or self._index[0] != id(space):
+            self._index = (id(space), VocabIndex(space.vectors, self.params.metric))
+        return self._index[1]
+
+    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
+                  generator: torch.Generator) -> torch.Tensor:
+        """Substitute ids ``[n]`` for ids ``x`` ``[n]``."""
+        if space is None:
+            raise ValueError("text2text needs the embedding space (space=...) to embed and decode")
+        known = x >= 0
+        vectors = space.vectors[x[known].to(space.vectors.device)]
+        noisy = vectors + sample_laplace_noise(vectors.shape[0], space.dim, self.params.eta,
+                                               generator, vectors.device)
+        out = x.clone()
+        out[known] = self.index(space).search(noisy, 1)[1][:, 0].to(x.device)
+        return out

@@ -1,0 +1,52 @@
+"""Shared helpers for discrete token mechanisms: distances, Gumbel-max sampling, stop words."""
+
+from __future__ import annotations
+
+import torch
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+import dpkit
+
+MAX_BLOCK = 2**23
+
+
+def pairwise_l2(x: torch.Tensor, table: torch.Tensor, table_sq: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """Euclidean distances ``[n, V]`` between rows of ``x`` ``[n, d]`` and ``table`` ``[V, d]``."""
+    table_sq = (table * table).sum(1) if table_sq is None else table_sq
+    sq = torch.addmm(table_sq.unsqueeze(0), x, table.T, beta=1.0, alpha=-2.0)
+    return (sq + (x * x).sum(1, keepdim=True)).clamp_min_(0).sqrt_()
+
+
+def gumbel_argmax(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One categorical draw per row of ``logits`` (unnormalised log-probabilities), via Gumbel-max."""
+    u = torch.rand(logits.shape, generator=generator, device=logits.device)
+    gumbel = -torch.log(-torch.log(u.clamp_min(1e-30)))
+    return (logits + gumbel).argmax(dim=-1)
+
+
+def row_spans(n: int, width: int) -> list[tuple[int, int]]:
+    """(start, stop) row ranges whose rows times ``width`` columns stay under :data:`MAX_BLOCK`."""
+    step = max(1, MAX_BLOCK // max(1, width))
+    return [(start, min(start + step, n)) for start in range(0, n, step)]
+
+
+def stop_word_mask(space: dpkit.EmbeddingSpace) -> torch.Tensor:
+    """``[V]`` mask of stop words: the space's own list, else scikit-learn's English list."""
+    if space.stop_words:
+        return space.stop_mask.to(space.vectors.device)
+    mask = torch.zeros(space.size, dtype=torch.bool)
+    for word in ENGLISH_STOP_WORDS:
+        idx = space.index.get(word)
+        if idx is not None:
+            mask[idx] = True
+    return mask.to(space.vectors.device)
+
+
+def frequency_rank(space: dpkit.EmbeddingSpace, counts: torch.Tensor | None) -> torch.Tensor:
+    """Ids ``[V]`` from most to least frequent: by ``counts`` when given, else table order."""
+    if counts is None:
+        return torch.arange(space.size, device=space.vectors.device)
+    if counts.shape != (space.size,):
+        raise ValueError(f"counts must have shape ({space.size},), got {tuple(counts.shape)}")
+    return torch.sort(counts.to(space.vectors.device), descending=True, stable=True).indices
