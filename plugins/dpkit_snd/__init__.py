@@ -1,0 +1,15 @@
+"""SnD (Split-N-Denoise, Mai et al. 2024) as a dpkit plug-in: the defense and its baselines."""
+
+import dpkit
+from dpkit_snd.defenses import DEFENSES, SnD, SnDClean, SnDText2Text, ServerDenoise, TokEmbPriv
+from dpkit_snd.denoiser import DenoiserConfig, ServerTokenDenoiser, SnDDenoiser
+
+__all__ = ["DenoiserConfig", "SnD", "SnDClean", "SnDDenoiser", "SnDText2Text", "ServerDenoise",
+           "ServerTokenDenoiser", "TokEmbPriv"]
+
+
+@dpkit.hookimpl
+def dpkit_register_defenses(register) -> None:
+    """Register snd, tokembpriv, snd_text2text, snd_server_denoise and snd_clean."""
+    for cls in DEFENSES:
+        register(cls)

@@ -1,0 +1,74 @@
+"""SnD's view of a split model: client token lookup, server forward + pooling, the public table."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+
+from dpkit import EmbeddingSpace
+from dpkit_snd.privatize import measured_clip_bound
+
+
+class SplitClient:
+    """Wraps a :class:`dpkit.models.SplitModel` for SnD: batches, clean embeddings, server calls."""
+
+    def __init__(self, model, max_tokens: int):
+        if getattr(model, "causal", False):
+            raise ValueError(f"SnD needs an encoder split model; {model!r} is a causal LM — use an "
+                             "encoder such as minilm or tiny-encoder")
+        self.model = model
+        self.max_tokens = max_tokens
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the model."""
+        return self.model.device
+
+    @cached_property
+    def space(self) -> EmbeddingSpace:
+        """The public vocabulary + input-embedding table (the attacker's knowledge)."""
+        return self.model.as_space()
+
+    @property
+    def table(self) -> torch.Tensor:
+        """Input-embedding table ``[V, d]``."""
+        return self.model.embedding_table
+
+    @cached_property
+    def clip_bound(self) -> float:
+        """C of Eq. 3: the largest token-embedding norm in the table."""
+        return measured_clip_bound(self.table)
+
+    @property
+    def emb_dim(self) -> int:
+        """Width of the pooled output embedding."""
+        return self.model.hidden_size
+
+    @property
+    def tok_dim(self) -> int:
+        """Width of the token embeddings sent to the server."""
+        return int(self.table.shape[1])
+
+    @cached_property
+    def key(self) -> str:
+        """Identifies the encoder (name + table fingerprint) in cache keys."""
+        return f"{self.model.name}:{self.space.fingerprint}:{self.max_tokens}"
+
+    def batches(self, texts: list[str], batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Tokenized ``(ids, mask)`` batches of ``texts`` (truncated to ``max_tokens``)."""
+        out = []
+        for start in range(0, len(texts), batch_size):
+            batch = self.model.tokenize(texts[start:start + batch_size], self.max_tokens)
+            out.append((batch.input_ids, batch.attention_mask))
+        return out
+
+    @torch.no_grad()
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Client: clean token embeddings ``[B, n, d]``."""
+        return self.model.embed(ids)
+
+    @torch.no_grad()
+    def server(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Server: encoder from ``inputs_embeds`` and pooling, ``[B, emb_dim]``."""
+        return self.model.server_forward(x, mask, output_hidden_states=False).pooled

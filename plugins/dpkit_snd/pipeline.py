@@ -1,0 +1,146 @@
+"""The evaluation every SnD-family defense shares: privatize, embed, score, build the server view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from dpkit import DefenseResult, ServerView
+from dpkit_snd.client import SplitClient
+from dpkit_snd.evaluate import downstream, similarity
+from dpkit_snd.mi import mutual_information
+from dpkit_snd.privatize import token_correlation
+
+
+@dataclass
+class Step:
+    """One batch through a method: what the server saw, what it returned, what the user keeps."""
+
+    sent: torch.Tensor
+    e_server: torch.Tensor
+    e_user: torch.Tensor
+    noise: torch.Tensor | None = None
+
+
+Method = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Step]
+
+
+@dataclass
+class Split:
+    """A labelled evaluation split, tokenized into batches."""
+
+    labels: torch.Tensor
+    batches: list[tuple[torch.Tensor, torch.Tensor]]
+
+    @property
+    def n_tokens(self) -> int:
+        """Real (non-padding) tokens the client would send."""
+        return int(sum(int(mask.sum()) for _, mask in self.batches))
+
+    @property
+    def doc_lengths(self) -> torch.Tensor:
+        """Tokens per text."""
+        return torch.cat([mask.sum(1) for _, mask in self.batches])
+
+
+def load_split(ctx, client: SplitClient, split: str, limit: int, batch_size: int) -> Split:
+    """A seeded subsample of ``ctx.dataset[split]`` (≤ ``limit`` texts), tokenized."""
+    data = ctx.dataset[split]
+    if data.labels is None:
+        raise ValueError(f"dataset {ctx.dataset.name!r} split {split!r} has no labels; SnD's "
+                         "downstream evaluation needs a labelled dataset such as rotten_tomatoes")
+    order = np.random.default_rng(ctx.numpy_seed(f"snd-subsample-{split}")).permutation(len(data))
+    keep = sorted(order[:limit].tolist())
+    labels = torch.tensor([data.labels[i] for i in keep], device=ctx.device)
+    return Split(labels, client.batches([data.texts[i] for i in keep], batch_size))
+
+
+def n_classes(ctx, *splits: Split) -> int:
+    """Number of label classes (from the dataset's label names, else the labels seen)."""
+    if ctx.dataset.label_names:
+        return len(ctx.dataset.label_names)
+    return int(max(int(s.labels.max()) for s in splits)) + 1
+
+
+@dataclass
+class Outcome:
+    """A split pushed through a method: pooled embeddings and the test tokens for the view."""
+
+    clean: torch.Tensor
+    server: torch.Tensor
+    user: torch.Tensor
+    tokens: torch.Tensor | None
+    sent: torch.Tensor | None
+    token_ids: torch.Tensor | None
+    noise: torch.Tensor | None
+
+
+def push(client: SplitClient, split: Split, method: Method, keep_tokens: int) -> Outcome:
+    """Run ``method`` over every batch; keep up to ``keep_tokens`` token rows for view and MI."""
+    clean, server, user, toks, sent, ids_kept, noise = [], [], [], [], [], [], []
+    kept = 0
+    for ids, mask in split.batches:
+        x = client.embed(ids)
+        step = method(ids, mask, x)
+        clean.append(client.server(x, mask))
+        server.append(step.e_server)
+        user.append(step.e_user)
+        if kept < keep_tokens:
+            keep = mask.bool()
+            toks.append(x[keep])
+            sent.append(step.sent[keep])
+            ids_kept.append(ids[keep])
+            if step.noise is not None:
+                noise.append(step.noise[keep])
+            kept += int(keep.sum())
+    def rows(parts: list[torch.Tensor]) -> torch.Tensor | None:
+        return torch.cat(parts)[:keep_tokens] if parts else None
+
+    return Outcome(torch.cat(clean), torch.cat(server), torch.cat(user), rows(toks), rows(sent),
+                   rows(ids_kept), rows(noise))
+
+
+def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method: Method,
+             mi: bool = True) -> tuple[dict[str, float], ServerView]:
+    """Utility, MI and attribute-inference metrics for ``method``, plus the server's view.
+
+    ``mi=False`` skips the k-NN MI estimate (meaningless for discrete outputs such as tokens).
+    """
+    k = n_classes(ctx, train, test)
+    keep = max(params.view_tokens, params.mi_tokens)
+    tr = push(client, train, method, 0)
+    te = push(client, test, method, keep)
+    metrics = similarity(te.user, te.clean)
+    metrics.update(downstream(tr.user, train.labels, te.user, test.labels, k,
+                              epochs=params.classifier_epochs,
+                              generator=ctx.generator("snd-classifier")))
+    attack = downstream(tr.server, train.labels, te.server, test.labels, k,
+                        epochs=params.classifier_epochs, generator=ctx.generator("snd-attribute"))
+    metrics["attribute_inference_acc"] = attack["accuracy"]
+    metrics["attribute_inference_auc"] = attack["auc"]
+    metrics["token_corr"] = token_correlation(te.tokens, te.sent)
+    if mi:
+        n_mi = min(params.mi_tokens, len(te.tokens))
+        metrics["mi"] = mutual_information(te.tokens[:n_mi], te.sent[:n_mi], params.mi_k)
+    view = ServerView(
+        observed={"embeddings": te.sent[:params.view_tokens]},
+        knowledge={"space": client.space},
+        truth={"token_ids": te.token_ids[:params.view_tokens], "labels": test.labels},
+    )
+    return metrics, view
+
+
+def wire_bytes(client: SplitClient, train: Split, test: Split, per_token: int) -> dict[str, int]:
+    """Bytes up (``per_token`` bytes per token) and down (one float32 embedding per text)."""
+    tokens = train.n_tokens + test.n_tokens
+    texts = len(train.labels) + len(test.labels)
+    return {"upload": tokens * per_token, "download": texts * client.emb_dim * 4}
+
+
+def result(metrics: dict[str, float], view: ServerView, wire: dict[str, int]) -> DefenseResult:
+    """Package metrics, view and bytes."""
+    return DefenseResult(metrics={k: float(v) for k, v in metrics.items()}, view=view,
+                         wire_bytes=wire)

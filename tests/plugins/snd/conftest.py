@@ -1,0 +1,94 @@
+"""Fixtures for the SnD tests: a tiny encoder, generated labelled text, a run context."""
+
+from __future__ import annotations
+
+import random
+from typing import ClassVar
+
+import pytest
+import torch
+from pydantic import Field
+
+import dpkit
+import dpkit.plugins
+from dpkit.accounting import Ledger
+from dpkit.context import RunContext
+from dpkit.data.types import TextDataset, TextSplit
+from dpkit.models import tiny_encoder
+from dpkit.registry import Registry
+
+POSITIVE = ["good", "great", "love", "fresh"]
+NEGATIVE = ["bad", "hate", "rotten"]
+FILLER = ["movie", "film", "story", "plot", "actor", "the", "a", "was", "and", "it", "this", "man",
+          "woman", "food", "bread", "piece", "eating", "very", "not", "so"]
+
+
+def generated_texts(n: int, seed: int) -> tuple[list[str], list[int]]:
+    """Short sentences whose label is whether positive words outnumber negative ones."""
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for _ in range(n):
+        label = rng.randrange(2)
+        polar = POSITIVE if label else NEGATIVE
+        words = rng.choices(FILLER, k=rng.randint(4, 9)) + rng.choices(polar, k=rng.randint(1, 3))
+        rng.shuffle(words)
+        texts.append(" ".join(words))
+        labels.append(label)
+    return texts, labels
+
+
+def generated_dataset(n_train: int = 96, n_test: int = 48, seed: int = 0) -> TextDataset:
+    """A two-class generated dataset with train and test splits."""
+    tr, te = generated_texts(n_train, seed), generated_texts(n_test, seed + 1)
+    return TextDataset("generated", {"train": TextSplit(*tr), "test": TextSplit(*te)},
+                       label_names=("negative", "positive"))
+
+
+class GeneratedPublic:
+    """Unlabelled generated public text for training denoisers in tests."""
+
+    name: ClassVar[str] = "snd_test_public"
+
+    class Params(dpkit.Params):
+        n: int = Field(128, ge=2)
+
+    def __init__(self, params):
+        self.params = params
+
+    def load(self) -> TextDataset:
+        texts, _ = generated_texts(self.params.n, seed=7)
+        return TextDataset("snd_test_public", {"train": TextSplit(texts)})
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    """The installed plug-ins plus the generated public dataset."""
+    reg = Registry()
+    for kind, entries in dpkit.plugins.get_registry().entries.items():
+        reg.entries[kind].update(entries)
+    reg.add("dataset", GeneratedPublic, "snd-tests")
+    return reg
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """A seeded tiny BERT split model (32-d)."""
+    torch.manual_seed(0)
+    return tiny_encoder(hidden_size=32, num_layers=2, num_heads=2, seed=0)
+
+
+@pytest.fixture
+def make_ctx(registry, tiny_model, tmp_path):
+    """Factory of run contexts over the tiny model and generated data (fresh ledger each)."""
+    def make(model=None, dataset=None, seed: int = 0, cache=None) -> RunContext:
+        return RunContext(dataset=dataset or generated_dataset(), model=model or tiny_model,
+                          device=torch.device("cpu"), seed=seed, ledger=Ledger(delta=1e-5),
+                          registry=registry, cache_dir=cache or tmp_path / "cache")
+    return make
+
+
+PUBLIC = {"name": "snd_test_public", "params": {"n": 128}}
+SMALL = {"max_tokens": 16, "train_examples": 96, "test_examples": 48, "batch_size": 32,
+         "classifier_epochs": 5, "mi_tokens": 200, "view_tokens": 100}
+DENOISER = {"n_layers": 1, "public": PUBLIC, "public_examples": 128, "epochs": 2,
+            "batch_size": 32}
