@@ -97,7 +97,10 @@ def expand(spec: Spec, registry) -> list[Cell]:
                     set_path(params, path, value)
                 for seed in rspec.seeds:
                     cells.append(make_cell(rspec, entry, kind, params, {**gpoint, **mpoint}, seed))
-    return cells
+    unique = {}
+    for cell in cells:  # a repeated sweep value gives the same cell: run it once
+        unique.setdefault(cell.key, cell)
+    return list(unique.values())
 
 
 def make_cell(spec: Spec, entry: MethodEntry, kind: str, params: dict, point: dict,
