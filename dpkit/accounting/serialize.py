@@ -90,10 +90,26 @@ def guarantee_from_dict(data: dict[str, Any]) -> Guarantee:
     return kinds[notion](**fields)
 
 
+def describe_event(event: dp_accounting.DpEvent) -> str:
+    """A compact description of a dp-accounting event, e.g. ``Poisson(q=0.01)∘Gaussian(σ=4) ×1000``."""
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        return f"Gaussian(σ={event.noise_multiplier:g})"
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return f"Laplace(b={event.noise_multiplier:g})"
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+        return f"Poisson(q={event.sampling_probability:g})∘{describe_event(event.event)}"
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return f"{describe_event(event.event)} ×{event.count}"
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return " + ".join(f"[{describe_event(e)}]" for e in event.events)
+    return repr(event)
+
+
 def describe(g: Guarantee) -> str:
     """A short human-readable description of a guarantee (for tables and messages)."""
     if isinstance(g, DpGuarantee):
-        return g.description or repr(g.event)
+        text = describe_event(g.event)
+        return f"{g.description}: {text}" if g.description else text
     if isinstance(g, MetricDpGuarantee):
         where = f" on {g.space}" if g.space else ""
         return f"η={g.eta:g} ({g.metric}{where}, per {g.unit})"
