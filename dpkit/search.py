@@ -60,10 +60,12 @@ class VocabIndex:
             return torch.addmm(self.sq_norms[lo:hi].unsqueeze(0), q, block.T, beta=1.0, alpha=-2.0)
         return -(q @ block.T)
 
-    def _finish(self, best: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    def _finish(self, best: torch.Tensor, best_ids: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """Exact distances of the chosen rows (the expanded form loses precision at small distances)."""
+        rows = self.table[best_ids]
         if self.metric == "l2":
-            return (best + (q * q).sum(1, keepdim=True)).clamp_min_(0).sqrt_()
-        return best + 1.0
+            return (rows - q.unsqueeze(1)).norm(dim=-1)
+        return 1.0 - (rows * q.unsqueeze(1)).sum(-1)
 
     def search(self, queries: torch.Tensor, k: int = 1,
                exclude: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,7 +94,7 @@ class VocabIndex:
                 q = torch.nn.functional.normalize(q, dim=1)
             ex = None if exclude is None else exclude[start:start + query_chunk]
             best, best_ids = self._search_chunk(q, k, ex, vocab_chunk)
-            dists[start:start + q.shape[0]] = self._finish(best, q)
+            dists[start:start + q.shape[0]] = self._finish(best, best_ids, q)
             ids[start:start + q.shape[0]] = best_ids
         return dists, ids
 
@@ -116,7 +118,8 @@ class VocabIndex:
             if best is None:
                 best, best_ids = vals, idx
             else:
-                vals, pos = torch.cat([best, vals], 1).topk(k, dim=1, largest=False)
+                merged = torch.cat([best, vals], 1)
+                vals, pos = merged.topk(min(k, merged.shape[1]), dim=1, largest=False)
                 best_ids = torch.cat([best_ids, idx], 1).gather(1, pos)
                 best = vals
         return best, best_ids

@@ -102,7 +102,7 @@ class CusText:
         group = self.groups(space)
         sizes = torch.bincount(group[group >= 0])
         per_word = torch.where(group >= 0, sizes[group.clamp_min(0)], 1)
-        below = float((per_word < self.params.top_k).float().mean())
+        below = float((per_word < self.params.top_k).double().mean())
         return KAnonymityGuarantee(self.params.top_k, int(per_word.min()), below,
                                    self.params.epsilon)
 

@@ -1,0 +1,92 @@
+"""Generic attacks: k-NN recovery, Pr@k of substitutes, KL entropy / mutual information, attributes."""
+
+import math
+
+import torch
+
+from dpkit.attacks import (
+    AttributeInference,
+    NNInversion,
+    TokenRecovery,
+    attribute_inference,
+    kl_entropy,
+    kl_mutual_information,
+    knn_recovery,
+    substitute_recovery,
+)
+from dpkit.protocols import ServerView
+from dpkit.testing.strategies_tokens import random_space
+
+
+class Ctx:
+    seed = 0
+
+    def generator(self, stream, device=None):
+        return torch.Generator().manual_seed(abs(hash(stream)) % 2**31)
+
+
+def test_knn_recovery_matches_definition():
+    space = random_space(40, 5, 0)
+    g = torch.Generator().manual_seed(1)
+    truth = torch.randint(0, 40, (200,), generator=g)
+    noisy = space.vectors[truth] + 0.7 * torch.randn(200, 5, generator=g)
+    rates = knn_recovery(noisy, space.vectors, truth, (1, 5))
+    ranks = torch.cdist(noisy, space.vectors).argsort(1)
+    assert math.isclose(rates[1], float((ranks[:, 0] == truth).float().mean()), abs_tol=1e-9)
+    assert math.isclose(rates[5], float((ranks[:, :5] == truth[:, None]).any(1).float().mean()))
+    assert rates[1] <= rates[5]
+
+
+def test_clean_embeddings_are_fully_inverted_and_oov_skipped():
+    space = random_space(30, 6, 2)
+    truth = torch.tensor([3, -1, 7, 29])
+    view = ServerView(observed={"embeddings": torch.cat([space.vectors[[3]], torch.zeros(1, 6),
+                                                         space.vectors[[7, 29]]])},
+                      knowledge={"space": space}, truth={"token_ids": truth})
+    out = NNInversion(NNInversion.Params()).run(view, Ctx())
+    assert out == {"inversion_top1": 1.0, "inversion_top5": 1.0}
+
+
+def test_token_recovery_pr_at_k():
+    space = random_space(30, 4, 3)
+    truth = torch.arange(30)
+    nearest_other = torch.cdist(space.vectors, space.vectors).argsort(1)[:, 1]
+    rates = substitute_recovery(nearest_other, truth, space, (1, 2))
+    ranks = torch.cdist(space.vectors, space.vectors).argsort(1)
+    mutual = (ranks[nearest_other, 1] == truth).float().mean()
+    assert rates[1] == 0.0 and math.isclose(rates[2], float(mutual))
+    view = ServerView(observed={"substituted_ids": truth}, knowledge={"space": space},
+                      truth={"token_ids": truth})
+    assert TokenRecovery(TokenRecovery.Params(ks=(1, 5))).run(view, Ctx()) == {
+        "recovery_at1": 1.0, "recovery_at5": 1.0}
+
+
+def test_kl_entropy_of_a_gaussian():
+    g = torch.Generator().manual_seed(0)
+    x = 2.0 * torch.randn(3000, 2, generator=g)
+    exact = 0.5 * 2 * math.log(2 * math.pi * math.e * 4.0)
+    assert abs(kl_entropy(x, 3) - exact) < 0.1
+
+
+def test_mutual_information_of_gaussian_channel():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4000, 1, generator=g)
+    z = 0.5 * torch.randn(4000, 1, generator=g)
+    exact = 0.5 * math.log(1 + 1 / 0.25)
+    assert abs(kl_mutual_information(x, x + z) - exact) < 0.1
+    big = 100 * torch.randn(4000, 1, generator=g)
+    assert abs(kl_mutual_information(x, x + big)) < 0.05
+
+
+def test_attribute_inference_learns_signal_and_not_noise():
+    g = torch.Generator().manual_seed(2)
+    y = torch.randint(0, 2, (400,), generator=g)
+    x = torch.randn(400, 8, generator=g) + 3.0 * y[:, None].float()
+    good = attribute_inference(x[:200], y[:200], x[200:], y[200:], generator=g)
+    assert good["attribute_accuracy"] > 0.95
+    noise = torch.randn(400, 8, generator=g)
+    bad = attribute_inference(noise[:200], y[:200], noise[200:], y[200:], generator=g)
+    assert bad["attribute_accuracy"] < 0.65
+    view = ServerView(observed={"representations": x}, truth={"attributes": y.tolist()})
+    out = AttributeInference(AttributeInference.Params()).run(view, Ctx())
+    assert out["attribute_accuracy"] > 0.9 and 0.3 < out["attribute_majority"] < 0.7

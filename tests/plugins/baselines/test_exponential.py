@@ -1,0 +1,96 @@
+"""SanText(+): output probabilities equal the formula; log-ratios stay within ε·d; sampling matches."""
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpkit.accounting import MetricDpGuarantee, NoGuarantee
+from dpkit.space import EmbeddingSpace
+from dpkit.testing.strategies_tokens import random_space, spaces
+from dpkit_baselines import SanText, SanTextPlus
+
+
+def max_log_ratio_excess(mech, space, eps):
+    """max over x, x', y of log P(y|x) − log P(y|x') − ε·d(x, x') (≤ 0 when the bound holds)."""
+    ids = torch.arange(space.size)
+    logp = mech.output_log_probs(ids, space).double()
+    dist = torch.cdist(space.vectors.double(), space.vectors.double())
+    ratio = (logp.unsqueeze(1) - logp.unsqueeze(0)).nan_to_num(0.0).amax(-1)
+    return float((ratio - eps * dist).max())
+
+
+def test_probabilities_equal_the_formula():
+    space = random_space(30, 5, 1)
+    eps = 3.0
+    mech = SanText(SanText.Params(epsilon=eps))
+    ids = torch.tensor([0, 4, 29])
+    d = torch.cdist(space.vectors[ids].double(), space.vectors.double())
+    expected = torch.softmax(-eps * d / 2, dim=1)
+    assert torch.allclose(mech.output_log_probs(ids, space).exp().double(), expected, atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(spaces(max_vocab=40), st.floats(0.05, 20))
+def test_log_ratio_within_eps_distance(space, eps):
+    assert max_log_ratio_excess(SanText(SanText.Params(epsilon=eps)), space, eps) <= 1e-3
+
+
+def test_bound_test_catches_a_dropped_half():
+    """Without the 1/2 (P ∝ exp(−ε d)), the ε·d bound fails on a line of points."""
+    line = EmbeddingSpace("line", [f"w{i}" for i in range(11)],
+                          torch.arange(11, dtype=torch.float32).unsqueeze(1))
+    eps = 1.0
+    no_half = SanText(SanText.Params(epsilon=2 * eps))
+    assert max_log_ratio_excess(no_half, line, eps) > 0.1
+    assert max_log_ratio_excess(SanText(SanText.Params(epsilon=eps)), line, eps) <= 1e-4
+
+
+def test_sampling_matches_probabilities():
+    space = random_space(12, 3, 5)
+    mech = SanText(SanText.Params(epsilon=2.0))
+    ids = torch.full((40000,), 3)
+    out = mech.privatize(ids, space=space, generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(out, minlength=12).double() / len(ids)
+    prob = mech.output_log_probs(torch.tensor([3]), space).exp()[0].double()
+    assert float((freq - prob).abs().sum()) / 2 < 0.02
+
+
+def test_guarantee_and_oov():
+    space = random_space(10, 3, 0)
+    mech = SanText(SanText.Params(epsilon=1.5))
+    assert mech.guarantee(space) == MetricDpGuarantee(1.5, "l2", space.name, "token")
+    out = mech.privatize(torch.tensor([-1, 2, -1]), space=space, generator=torch.Generator())
+    assert out[0] == -1 and out[2] == -1
+
+
+def test_santext_plus_sensitive_set_outputs_and_honest_guarantee():
+    space = random_space(40, 4, 3)
+    mech = SanTextPlus(SanTextPlus.Params(epsilon=2.0, p=0.3, sensitive_share=0.5))
+    counts = torch.arange(40, 0, -1)  # word i has count 40 - i: the last 20 are least frequent
+    mech.fit_counts(counts)
+    sensitive = mech.sensitive_mask(space)
+    assert sensitive.tolist() == [False] * 20 + [True] * 20
+    logp = mech.output_log_probs(torch.arange(40), space)
+    probs = logp.exp()
+    assert torch.allclose(probs.sum(1), torch.ones(40), atol=1e-5)
+    # non-sensitive words: kept w.p. ≥ 1 − p; every other output is a sensitive word
+    assert bool((probs[torch.arange(20), torch.arange(20)] >= 0.7 - 1e-6).all())
+    assert float(probs[:, :20].sum() - probs[torch.arange(20), torch.arange(20)].sum()) < 1e-6
+    assert isinstance(mech.guarantee(space), NoGuarantee)
+    # between two sensitive words the ε·d bound holds
+    sub = logp[20:].double()
+    dist = torch.cdist(space.vectors[20:].double(), space.vectors[20:].double())
+    ratio = (sub.unsqueeze(1) - sub.unsqueeze(0)).nan_to_num(0.0).amax(-1)
+    assert float((ratio - 2.0 * dist).max()) <= 1e-4
+    full = SanTextPlus(SanTextPlus.Params(epsilon=2.0, p=1.0))
+    assert isinstance(full.guarantee(space), MetricDpGuarantee)
+
+
+def test_santext_plus_sampling_matches_probabilities():
+    space = random_space(10, 3, 7)
+    mech = SanTextPlus(SanTextPlus.Params(epsilon=1.0, p=0.4, sensitive_share=0.5))
+    ids = torch.full((30000,), 1)
+    out = mech.privatize(ids, space=space, generator=torch.Generator().manual_seed(2))
+    freq = torch.bincount(out, minlength=10).double() / len(ids)
+    prob = mech.output_log_probs(torch.tensor([1]), space).exp()[0].double()
+    assert float((freq - prob).abs().sum()) / 2 < 0.02

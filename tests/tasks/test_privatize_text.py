@@ -1,0 +1,92 @@
+"""privatize_text: spends before release, per-token / per-document units, OOV policy, metrics."""
+
+import pytest
+import torch
+
+from dpkit.accounting import Ledger
+from dpkit.context import RunContext
+from dpkit.data.types import TextDataset, TextSplit
+from dpkit.plugins import get_registry
+from dpkit.testing.strategies_tokens import random_space
+
+
+def toy_dataset(space, n_train=120, n_test=40):
+    def split(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        texts, labels = [], []
+        for _ in range(n):
+            y = int(torch.randint(0, 2, (1,), generator=g))
+            ids = torch.randint(4 + 30 * y, 34 + 30 * y, (10,), generator=g).tolist()
+            texts.append(" ".join(space.tokens[i] for i in ids) + " the unknownword")
+            labels.append(y)
+        return TextSplit(texts, labels)
+    return TextDataset("toy", {"train": split(n_train, 1), "test": split(n_test, 2)})
+
+
+@pytest.fixture(scope="module")
+def setting():
+    space = random_space(64, 8, 0, stop_words=True)
+    return space, toy_dataset(space), get_registry()
+
+
+def run(setting, mechanism, params, **task):
+    space, data, registry = setting
+    ctx = RunContext(dataset=data, model=space, device=torch.device("cpu"), seed=0,
+                     ledger=Ledger(), registry=registry)
+    defense = registry.build("defense", "privatize_text",
+                             {"mechanism": mechanism, "mechanism_params": params, **task})
+    return defense.run(ctx), ctx
+
+
+def test_laplace_per_token_spend_and_view(setting):
+    result, ctx = run(setting, "laplace_dx", {"eta": 1e6}, utility="classifier")
+    (spend,) = ctx.ledger.spends
+    assert spend.count == 40 * 11 and spend.guarantee.eta == 1e6
+    assert result.metrics["token_preservation"] == 1.0
+    assert result.metrics["accuracy"] == result.metrics["clean_accuracy"] > 0.8
+    view = result.view
+    assert view.observed["embeddings"].shape == (440, 8)
+    assert torch.equal(view.observed["substituted_ids"], view.truth["token_ids"])
+
+
+def test_sequence_unit_spends_per_document(setting):
+    _, ctx = run(setting, "dx_stencil", {"eta": 2.0, "window": 4})
+    (spend,) = ctx.ledger.spends
+    assert spend.count == 40 and spend.guarantee.unit == "sequence"
+
+
+def test_oov_keep_is_recorded_as_no_guarantee(setting):
+    result, ctx = run(setting, "text2text", {"eta": 1.0}, oov="keep")
+    labels = [s.label for s in ctx.ledger.spends]
+    assert "oov kept verbatim" in labels and ctx.ledger.epsilon() == float("inf")
+    ids = result.view.truth["token_ids"]
+    assert bool((result.view.observed["substituted_ids"][ids < 0] == -1).all())
+
+
+def test_small_eta_destroys_utility_and_preservation(setting):
+    result, _ = run(setting, "text2text", {"eta": 0.01}, utility="classifier")
+    assert result.metrics["token_preservation"] < 0.2
+    assert result.metrics["accuracy"] < result.metrics["clean_accuracy"]
+
+
+def test_spend_happens_before_release(setting):
+    space, data, registry = setting
+    ctx = RunContext(dataset=data, model=space, device=torch.device("cpu"), seed=0,
+                     ledger=Ledger(ceiling={"eta": 10.0}), registry=registry)
+    defense = registry.build("defense", "privatize_text",
+                             {"mechanism": "laplace_dx", "mechanism_params": {"eta": 1.0}})
+    with pytest.raises(Exception, match="(?i)budget|ceiling|exceed"):
+        defense.run(ctx)
+    assert not ctx.ledger.spends
+
+
+def test_unknown_mechanism_and_non_space_model(setting):
+    with pytest.raises(Exception, match="santex"):
+        run(setting, "santex", {"epsilon": 1.0})
+    space, data, registry = setting
+    ctx = RunContext(dataset=data, model=object(), device=torch.device("cpu"), seed=0,
+                     ledger=Ledger(), registry=registry)
+    defense = registry.build("defense", "privatize_text", {"mechanism": "santext",
+                                                           "mechanism_params": {"epsilon": 1.0}})
+    with pytest.raises(ValueError, match="EmbeddingSpace"):
+        defense.run(ctx)
