@@ -1,0 +1,127 @@
+"""Attacks on an obfuscated model: KNN+, token-frequency (TFA) and a learned inversion.
+
+All read the same server view: ``observed["obfuscated_table"]`` (the table the server holds, rows
+in obfuscated-id order), ``observed["token_ids"]`` (the client's documents as obfuscated ids);
+``knowledge["original_table"]`` (the public pretrained table), ``knowledge["public_token_ids"]``
+(a public corpus tokenized with the public tokenizer), ``knowledge["obfuscation"]`` (the public
+algorithm's parameters), ``knowledge["special_ids"]``; and score against ``truth["token_ids"]``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import torch
+from pydantic import Field
+
+import dpkit
+from dpkit.search import nearest
+from dpkit_obfuslm.scoring import flatten_scored, score_candidates
+
+
+def _tokens(view: dpkit.ServerView) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    return flatten_scored(view.observed["token_ids"], view.truth["token_ids"],
+                          view.knowledge.get("special_ids"))
+
+
+def _knn_candidates(rows: torch.Tensor, observed: torch.Tensor, table: torch.Tensor,
+                    metric: str) -> torch.Tensor:
+    """Top-3 nearest original tokens for each observed id (searched once per distinct id)."""
+    uniq, inverse = torch.unique(observed, return_inverse=True)
+    _, ids = nearest(rows[uniq.to(rows.device)].float(), table.float(), k=3, metric=metric)
+    return ids.cpu()[inverse.cpu()]
+
+
+class KnnPlusParams(dpkit.Params):
+    """KNN+ options."""
+
+    metric: Literal["l2", "cosine"] = Field("cosine", description="distance in the public table")
+
+
+class KnnPlus:
+    """KNN+: map each observed obfuscated row to its nearest rows of the public original table."""
+
+    name: ClassVar[str] = "knn_plus"
+    Params: ClassVar[type[KnnPlusParams]] = KnnPlusParams
+    requires: ClassVar[tuple[str, ...]] = ("obfuscated_table", "token_ids")
+
+    def __init__(self, params: KnnPlusParams):
+        self.params = params
+
+    def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
+        """Top-1 / top-3 token recovery and ROUGE-L of the top-1 text."""
+        observed, truth, lengths = _tokens(view)
+        cand = _knn_candidates(view.observed["obfuscated_table"], observed,
+                               view.knowledge["original_table"], self.params.metric)
+        return score_candidates(cand, truth, lengths, "knn")
+
+
+class TokenFrequency:
+    """TFA (Table 5): match each observed id to the public tokens of nearest relative frequency."""
+
+    name: ClassVar[str] = "token_frequency"
+    Params: ClassVar[type[dpkit.NoParams]] = dpkit.NoParams
+    requires: ClassVar[tuple[str, ...]] = ("token_ids",)
+
+    def __init__(self, params: dpkit.NoParams):
+        self.params = params
+
+    def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
+        """Top-1 / top-3 recovery and ROUGE-L from frequency matching."""
+        observed, truth, lengths = _tokens(view)
+        vocab = int(view.knowledge["original_table"].shape[0])
+        if not view.knowledge.get("public_token_ids"):
+            raise ValueError("token_frequency: the server view has no public corpus; set the "
+                             "defense's public_dataset (or public_share > 0)")
+        public = torch.cat([t.reshape(-1).cpu() for t in view.knowledge["public_token_ids"]])
+        pub_freq = torch.bincount(public, minlength=vocab).double() / max(public.numel(), 1)
+        all_obs = torch.cat([t.reshape(-1).cpu() for t in view.observed["token_ids"]])
+        obs_freq = torch.bincount(all_obs, minlength=vocab).double() / max(all_obs.numel(), 1)
+        sorted_freq, order = torch.sort(pub_freq)
+        uniq, inverse = torch.unique(observed, return_inverse=True)
+        f = obs_freq[uniq]
+        pos = torch.searchsorted(sorted_freq, f)
+        window = (pos.unsqueeze(1) + torch.arange(-3, 3)).clamp(0, vocab - 1)
+        gap = (sorted_freq[window] - f.unsqueeze(1)).abs()
+        pick = window.gather(1, gap.argsort(dim=1, stable=True)[:, :3])
+        return score_candidates(order[pick][inverse], truth, lengths, "tfa")
+
+
+class LearnedInversionParams(dpkit.Params):
+    """InvBert-style attack: an inversion network trained on the attacker's own obfuscations."""
+
+    draws: int = Field(2, ge=1, le=16, description="own WeightSynth draws used as training data")
+    steps: int = Field(300, ge=0, le=100_000, description="Adam steps (0: plain KNN)")
+    hidden: int = Field(768, ge=8, le=8192)
+    lr: float = Field(1e-3, gt=0, le=1)
+    batch_size: int = Field(512, ge=8)
+
+
+class LearnedInversion:
+    """Train f(obfuscated row) ≈ original row on self-made obfuscations, then decode by KNN."""
+
+    name: ClassVar[str] = "learned_inversion"
+    Params: ClassVar[type[LearnedInversionParams]] = LearnedInversionParams
+    requires: ClassVar[tuple[str, ...]] = ("obfuscated_table", "token_ids")
+
+    def __init__(self, params: LearnedInversionParams):
+        self.params = params
+
+    def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
+        """Top-1 / top-3 recovery and ROUGE-L of the inverted rows."""
+        from dpkit_obfuslm.inversion import train_inverter
+
+        observed, truth, lengths = _tokens(view)
+        table = view.knowledge["original_table"].float()
+        gen = ctx.generator("obfuslm.learned_inversion", device=table.device)
+        inverter = train_inverter(table, view.knowledge["obfuscation"], self.params, gen,
+                                  say=ctx.say)
+        rows = view.observed["obfuscated_table"].float().to(table.device)
+        uniq, inverse = torch.unique(observed, return_inverse=True)
+        with torch.no_grad():
+            guess = inverter(rows[uniq.to(rows.device)])
+        _, ids = nearest(guess, table, k=3, metric="cosine")
+        return score_candidates(ids.cpu()[inverse.cpu()], truth, lengths, "inv")
+
+
+ATTACKS: tuple[type, ...] = (KnnPlus, TokenFrequency, LearnedInversion)

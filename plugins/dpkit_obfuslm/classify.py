@@ -1,0 +1,95 @@
+"""Server-side fine-tuning and inference of an (obfuscated) encoder with a classification head.
+
+The server only ever receives token ids (obfuscated ids under ObfusLM), attention masks and
+labels; it trains the whole model plus a linear head on mean-pooled states (MiniLM's pooling),
+as the paper fine-tunes all BERT parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from dpkit.models import mean_pool
+
+
+@dataclass
+class Encoded:
+    """A tokenized split: ids and mask ``[N, T]`` (original or obfuscated ids) and labels ``[N]``."""
+
+    ids: torch.Tensor
+    mask: torch.Tensor
+    labels: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def documents(self) -> list[torch.Tensor]:
+        """Each document's ids without padding."""
+        return [row[m.bool()] for row, m in zip(self.ids, self.mask)]
+
+
+class EncoderClassifier(nn.Module):
+    """A Hugging Face encoder body plus a linear head on mean-pooled last hidden states."""
+
+    def __init__(self, body: nn.Module, hidden_size: int, num_labels: int):
+        super().__init__()
+        self.body = body
+        self.head = nn.Linear(hidden_size, num_labels)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Class logits ``[B, C]``."""
+        hidden = self.body(input_ids=ids, attention_mask=mask).last_hidden_state
+        return self.head(mean_pool(hidden, mask))
+
+
+def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_size: int,
+              lr: float, head_lr: float, generator: torch.Generator,
+              say=lambda msg: None) -> float:
+    """Train body and head with AdamW on shuffled batches; returns the last epoch's mean loss."""
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW([{"params": model.body.parameters(), "lr": lr},
+                             {"params": model.head.parameters(), "lr": head_lr}])
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    mean_loss = float("nan")
+    for epoch in range(epochs):
+        order = torch.randperm(len(data), generator=generator, device=generator.device).cpu()
+        total = torch.zeros((), device=device)
+        for start in range(0, len(data), batch_size):
+            idx = order[start:start + batch_size]
+            ids, mask = _trim(data.ids[idx], data.mask[idx])
+            loss = loss_fn(model(ids.to(device), mask.to(device)), data.labels[idx].to(device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.detach() * len(idx)
+        mean_loss = float(total) / len(data)
+        say(f"epoch {epoch + 1}/{epochs}: loss {mean_loss:.4f}")
+    model.eval()
+    return mean_loss
+
+
+@torch.no_grad()
+def predict(model: EncoderClassifier, data: Encoded, batch_size: int = 128) -> torch.Tensor:
+    """Predicted labels ``[N]`` (on CPU)."""
+    device = next(model.parameters()).device
+    model.eval()
+    out = []
+    for start in range(0, len(data), batch_size):
+        ids, mask = _trim(data.ids[start:start + batch_size], data.mask[start:start + batch_size])
+        out.append(model(ids.to(device), mask.to(device)).argmax(1).cpu())
+    return torch.cat(out) if out else torch.empty(0, dtype=torch.long)
+
+
+def accuracy(model: EncoderClassifier, data: Encoded) -> float:
+    """Share of correctly predicted labels."""
+    return float((predict(model, data) == data.labels.cpu()).float().mean())
+
+
+def _trim(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop padding columns no row of the batch uses (right padding)."""
+    width = max(int(mask.sum(1).max()), 1)
+    return ids[:, :width], mask[:, :width]

@@ -1,0 +1,125 @@
+"""Generation with an obfuscated causal LM: LoRA fine-tuning and greedy decoding on the server,
+tokenization and decoding with the secret permutation on the client."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import ClassVar
+
+import torch
+from pydantic import Field
+
+import dpkit
+from dpkit_obfuslm.client import ObfusClient
+from dpkit_obfuslm.common import (ObfuscationParams, build_view, obfuscate_model,
+                                  obfuscation_knowledge, record_plaintext)
+from dpkit_obfuslm.obfuscate import VocabKey
+from dpkit_obfuslm.scoring import rouge_l
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+class GenerateParams(ObfuscationParams):
+    """ObfusLM generation: obfuscation, LoRA fine-tuning and decoding options."""
+
+    steps: int = Field(20, ge=0, le=100_000, description="LoRA optimisation steps")
+    batch_size: int = Field(4, ge=1, le=512)
+    lr: float = Field(1e-4, gt=0, le=1)
+    lora_r: int = Field(8, ge=1, le=512)
+    lora_alpha: int = Field(16, ge=1)
+    max_length: int = Field(48, ge=8, le=1024, description="tokens per fine-tuning text")
+    max_train: int = Field(64, ge=1, description="fine-tuning texts")
+    prompt_tokens: int = Field(12, ge=1, le=512)
+    new_tokens: int = Field(12, ge=1, le=512)
+    n_eval: int = Field(8, ge=1, le=10_000, description="prompts completed at inference")
+    obfuscate: bool = Field(True, description="false: the plaintext reference run")
+
+
+def lora_fine_tune(model, data_ids: torch.Tensor, mask: torch.Tensor, p: GenerateParams,
+                   generator: torch.Generator, device: torch.device):
+    """Wrap ``model`` with LoRA adapters on every linear layer and train ``p.steps`` steps."""
+    from peft import LoraConfig, get_peft_model
+
+    present = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
+    config = LoraConfig(r=p.lora_r, lora_alpha=p.lora_alpha, lora_dropout=0.0,
+                        target_modules=[t for t in LORA_TARGETS if t in present])
+    model = get_peft_model(model, config)
+    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=p.lr,
+                            betas=(0.9, 0.95))
+    model.train()
+    for _ in range(p.steps):
+        idx = torch.randint(0, data_ids.shape[0], (p.batch_size,), generator=generator,
+                            device=generator.device).cpu()
+        ids, m = data_ids[idx].to(device), mask[idx].to(device)
+        labels = ids.masked_fill(m == 0, -100)
+        loss = model(input_ids=ids, attention_mask=m, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return model.eval(), loss.item() if p.steps else float("nan")
+
+
+class ObfusLMGenerate:
+    """ObfusLM generation (smoke scale): obfuscated SmolLM2/Llama, LoRA fine-tuning on
+    obfuscated ids, greedy completion of obfuscated prompts, client-side decoding, ROUGE-L."""
+
+    name: ClassVar[str] = "obfuslm_generate"
+    Params: ClassVar[type[GenerateParams]] = GenerateParams
+
+    def __init__(self, params: GenerateParams):
+        self.params = params
+
+    def run(self, ctx) -> dpkit.DefenseResult:
+        """Obfuscate (spend recorded first), fine-tune, complete prompts, score and build the view."""
+        p, model = self.params, ctx.model
+        if model is None or not model.causal:
+            raise ValueError("obfuslm_generate needs a causal LM (smollm2-135m or tiny-causal) "
+                             "as the spec's model")
+        server = copy.deepcopy(model.server)
+        table = model.embedding_table.float()
+        head_mod = server.get_output_embeddings()
+        head = None if head_mod is None or head_mod.weight is server.get_input_embeddings().weight \
+            else head_mod.weight.detach().float()
+        if p.obfuscate:
+            tables, metrics = obfuscate_model(ctx, server, table, head, p)
+            key = tables.key
+        else:
+            record_plaintext(ctx)
+            key, metrics = VocabKey.identity(model.vocab_size), {}
+        client = ObfusClient(model, key, p.max_length)
+        texts = list(ctx.dataset["train"].texts)
+        train = client.tokenize(texts[: p.max_train])
+        started = time.perf_counter()
+        server, metrics["train_loss"] = lora_fine_tune(server, train.ids, train.mask, p,
+                                                       ctx.generator("obfuslm.lora"), ctx.device)
+        metrics["train_s"] = time.perf_counter() - started
+        need = p.prompt_tokens + p.new_tokens
+        pool = client.tokenize(list(ctx.dataset["test"].texts))
+        long_enough = pool.mask.sum(1) >= need
+        if int(long_enough.sum()) == 0:
+            raise ValueError(f"obfuslm_generate: no test text has {need} tokens; lower "
+                             "prompt_tokens / new_tokens or raise max_length")
+        chosen = pool.ids[long_enough][: p.n_eval, :need]
+        prompts, reference = chosen[:, : p.prompt_tokens], chosen[:, p.prompt_tokens:]
+        eos = model.tokenizer.eos_token_id
+        pad = model.tokenizer.pad_token_id
+        with torch.no_grad():
+            out = server.generate(input_ids=prompts.to(ctx.device),
+                                  attention_mask=torch.ones_like(prompts).to(ctx.device),
+                                  max_new_tokens=p.new_tokens, do_sample=False,
+                                  eos_token_id=None if eos is None else client.special_obfuscated_id(eos),
+                                  pad_token_id=None if pad is None else client.special_obfuscated_id(pad))
+        generated = out[:, p.prompt_tokens:].cpu()
+        decoded = key.decode(generated)
+        metrics["rougeL_generation"] = rouge_l(list(decoded), list(key.decode(reference)))
+        metrics["decoded_example_chars"] = float(len(client.decode(generated[:1])[0]))
+        sent = [row for row in torch.cat([prompts, generated], 1)]
+        view = build_view(server.get_input_embeddings().weight, sent, [key.decode(s) for s in sent],
+                          table, [], model.special_token_ids(),
+                          obfuscation_knowledge(p) if p.obfuscate else {}, key.forward)
+        wire = {"ids_up": 4 * int(train.mask.sum() + prompts.numel()),
+                "ids_down": 4 * int(generated.numel())}
+        if p.obfuscate:
+            wire["tables_up"] = 4 * table.numel() * (1 if head is None else 2)
+        return dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire)

@@ -1,0 +1,87 @@
+"""The learned-inversion attacker: obfuscates the public table itself and learns to undo it.
+
+The attacker knows the algorithm and its parameters but not the client's permutation or noise.
+It runs EmbedCluster with its own permutation, draws WeightSynth several times (and, against
+ObfusLM+, its own hidden-dimension transform), and fits an MLP from obfuscated rows to the
+original rows (cosine loss); recovered rows are decoded by nearest neighbour in the public table.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dpkit_obfuslm.cluster import Clusters, embed_cluster
+from dpkit_obfuslm.hidden import hidden_key
+from dpkit_obfuslm.obfuscate import VocabKey
+from dpkit_obfuslm.synth import weight_synth
+
+_CLUSTER_MEMO: dict[tuple, tuple[VocabKey, Clusters]] = {}
+
+
+def own_clusters(table: torch.Tensor, k: int, beta: float,
+                 generator: torch.Generator) -> tuple[VocabKey, Clusters]:
+    """The attacker's own permutation and clustering (memoized per table and (k, β))."""
+    memo_key = (table.data_ptr(), tuple(table.shape), k, beta)
+    if memo_key not in _CLUSTER_MEMO:
+        if len(_CLUSTER_MEMO) >= 4:
+            _CLUSTER_MEMO.pop(next(iter(_CLUSTER_MEMO)))
+        key = VocabKey.random(table.shape[0], generator)
+        _CLUSTER_MEMO[memo_key] = (key, embed_cluster(key.permute_rows(table), k, beta))
+    return _CLUSTER_MEMO[memo_key]
+
+
+def training_pairs(table: torch.Tensor, obf: dict, draws: int,
+                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Obfuscated rows (in original token order) and their original rows, ``draws`` times over."""
+    if not obf:
+        return table, table
+    key, clusters = own_clusters(table, obf["k"], obf["beta"], generator)
+    permuted = key.permute_rows(table)
+    xs = []
+    for _ in range(draws):
+        weights = weight_synth(permuted, clusters, obf["epsilon"], generator,
+                               obf.get("calibration", "exact"))
+        rows = weights.apply(permuted)
+        if obf.get("plus"):
+            rows = rows @ hidden_key(rows, k=obf["k_star"], beta=obf["beta"],
+                                     epsilon=obf["epsilon_star"], generator=generator).transform
+        xs.append(rows[key.forward.to(rows.device)])
+    return torch.cat(xs), table.repeat(draws, 1)
+
+
+class Inverter(nn.Module):
+    """x + MLP(x), the last layer zero-initialised: starts as plain KNN and learns corrections."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
+        nn.init.zeros_(self.mlp[2].weight)
+        nn.init.zeros_(self.mlp[2].bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Estimated original rows (up to scale)."""
+        return x + self.mlp(x)
+
+
+def train_inverter(table: torch.Tensor, obf: dict, params, generator: torch.Generator,
+                   say=lambda msg: None) -> nn.Module:
+    """Fit the inversion network on the attacker's own obfuscations; returns it in eval mode."""
+    x, y = training_pairs(table, obf, params.draws, generator)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator,
+                                            device=generator.device)))
+        net = Inverter(table.shape[1], params.hidden)
+    net = net.to(table.device)
+    opt = torch.optim.Adam(net.parameters(), lr=params.lr)
+    target = nn.functional.normalize(y, dim=1)
+    for step in range(params.steps):
+        idx = torch.randint(0, x.shape[0], (params.batch_size,), generator=generator,
+                            device=generator.device).to(x.device)
+        pred = nn.functional.normalize(net(x[idx]), dim=1)
+        loss = (1 - (pred * target[idx]).sum(1)).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    say(f"learned inversion: {params.steps} steps, final loss {loss.item():.4f}")
+    return net.eval()

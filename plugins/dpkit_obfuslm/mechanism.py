@@ -1,0 +1,58 @@
+"""The ObfusLM table obfuscation as a dpkit Mechanism (domain ``"table"``).
+
+Rows keep their token order (the vocabulary permutation is a separate client-side step) and are
+clustered in index order, so the clustering — and with it the achieved k — is known before any
+noise is drawn: ``guarantee(space)`` clusters the space's table, ``privatize`` draws WeightSynth.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from dpkit.accounting import KAnonymityGuarantee
+from dpkit_obfuslm.cluster import Clusters, embed_cluster
+from dpkit_obfuslm.common import ObfuscationParams
+from dpkit_obfuslm.synth import weight_synth
+
+
+class TableParams(ObfuscationParams):
+    """EmbedCluster / WeightSynth parameters (``plus`` is not used by the table mechanism)."""
+
+
+class ObfusTable:
+    """EmbedCluster(k, β) + WeightSynth(ε) applied to an embedding table ``[V, d]``."""
+
+    name: ClassVar[str] = "obfuslm_table"
+    Params: ClassVar[type[TableParams]] = TableParams
+    domain: ClassVar[str] = "table"
+
+    def __init__(self, params: TableParams):
+        self.params = params
+        self._memo: dict[tuple, Clusters] = {}
+
+    def clusters(self, table: torch.Tensor) -> Clusters:
+        """The (deterministic) clustering of ``table``, memoized per tensor."""
+        key = (table.data_ptr(), tuple(table.shape), str(table.device))
+        if key not in self._memo:
+            self._memo = {key: embed_cluster(table.float(), self.params.k, self.params.beta)}
+        return self._memo[key]
+
+    def guarantee(self, space=None) -> KAnonymityGuarantee:
+        """(k, ε)-anonymity with the k achieved on ``space``'s table (needs the space)."""
+        if space is None:
+            raise ValueError("obfuslm_table: the achieved k depends on the table; pass the "
+                             "EmbeddingSpace to guarantee(space)")
+        c = self.clusters(space.vectors)
+        eps = float("inf") if self.params.calibration == "faithful" else self.params.epsilon
+        return KAnonymityGuarantee(k_requested=self.params.k, k_achieved=c.k_achieved,
+                                   share_below_k=c.share_below_k, epsilon=eps)
+
+    def privatize(self, x: torch.Tensor, *, space=None, generator: torch.Generator) -> torch.Tensor:
+        """The synthesized table: row t is a noisy mix of t's cluster (same shape as ``x``)."""
+        if x.ndim != 2:
+            raise ValueError(f"obfuslm_table expects a [V, d] table, got shape {tuple(x.shape)}")
+        weights = weight_synth(x, self.clusters(x), self.params.epsilon, generator,
+                               self.params.calibration)
+        return weights.apply(x.float())

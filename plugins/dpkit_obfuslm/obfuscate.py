@@ -1,0 +1,93 @@
+"""Model obfuscation: vocabulary permutation, synthesized input embeddings and LM head.
+
+The client draws a permutation π of the vocabulary (token t gets obfuscated id π[t]), permutes
+the embedding table E and LM head H (E'[π[t]] = E[t]), clusters E' with EmbedCluster (so rows are
+visited in the random order π induces), synthesizes Ẽ = W·E', H̃ = W·H' with WeightSynth and
+installs them in the model the server receives. Only the client keeps π.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dpkit.accounting import KAnonymityGuarantee
+from dpkit_obfuslm.cluster import Clusters, embed_cluster
+from dpkit_obfuslm.synth import SynthWeights, weight_synth
+
+
+@dataclass(frozen=True)
+class VocabKey:
+    """The client's secret: ``forward[t]`` is token t's obfuscated id, ``inverse`` undoes it."""
+
+    forward: torch.Tensor
+    inverse: torch.Tensor
+
+    @classmethod
+    def random(cls, n: int, generator: torch.Generator) -> VocabKey:
+        """A uniformly random permutation of ``n`` ids drawn from ``generator``."""
+        forward = torch.randperm(n, generator=generator, device=generator.device).cpu()
+        return cls(forward, torch.argsort(forward))
+
+    @classmethod
+    def identity(cls, n: int) -> VocabKey:
+        """The plaintext key (no permutation)."""
+        ids = torch.arange(n)
+        return cls(ids, ids.clone())
+
+    def encode(self, ids: torch.Tensor) -> torch.Tensor:
+        """Original token ids -> obfuscated ids (same shape and device)."""
+        return self.forward.to(ids.device)[ids]
+
+    def decode(self, ids: torch.Tensor) -> torch.Tensor:
+        """Obfuscated ids -> original token ids."""
+        return self.inverse.to(ids.device)[ids]
+
+    def permute_rows(self, table: torch.Tensor) -> torch.Tensor:
+        """Rows reordered so that row π[t] holds ``table[t]``."""
+        return table[self.inverse.to(table.device)]
+
+
+@dataclass(frozen=True)
+class ObfuscatedTables:
+    """What the client sends: obfuscated (permuted, synthesized) tables, and what it keeps."""
+
+    key: VocabKey
+    embeddings: torch.Tensor            # [V, d], rows in obfuscated-id order
+    head: torch.Tensor | None           # [V, d] LM head rows (None for encoders)
+    weights: SynthWeights
+
+    @property
+    def clusters(self) -> Clusters:
+        """The clusters of obfuscated ids."""
+        return self.weights.clusters
+
+    def guarantee(self) -> KAnonymityGuarantee:
+        """(k, ε)-anonymity with the k actually achieved and the ε that holds."""
+        c = self.clusters
+        return KAnonymityGuarantee(k_requested=c.k_requested, k_achieved=c.k_achieved,
+                                   share_below_k=c.share_below_k, epsilon=self.weights.epsilon)
+
+
+def obfuscate_tables(embeddings: torch.Tensor, head: torch.Tensor | None, *, k: int, beta: float,
+                     epsilon: float, generator: torch.Generator, calibration: str = "exact",
+                     permute: bool = True, chunk_rows: int = 1024) -> ObfuscatedTables:
+    """Permute, cluster (Alg. 1) and synthesize (Alg. 2) the input embeddings and LM head."""
+    n = embeddings.shape[0]
+    key = VocabKey.random(n, generator) if permute else VocabKey.identity(n)
+    emb = key.permute_rows(embeddings.detach().float())
+    clusters = embed_cluster(emb, k, beta, chunk_rows)
+    weights = weight_synth(emb, clusters, epsilon, generator, calibration)
+    new_head = None if head is None else weights.apply(key.permute_rows(head.detach().float()))
+    return ObfuscatedTables(key, weights.apply(emb), new_head, weights)
+
+
+def install_tables(model: torch.nn.Module, tables: ObfuscatedTables) -> None:
+    """Replace a Hugging Face model's input embeddings (and untied LM head) in place."""
+    emb = model.get_input_embeddings()
+    with torch.no_grad():
+        emb.weight.copy_(tables.embeddings.to(emb.weight.device, emb.weight.dtype))
+        out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        if out is not None and tables.head is not None and out.weight is not emb.weight:
+            out.weight.copy_(tables.head.to(out.weight.device, out.weight.dtype))
