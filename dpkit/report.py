@@ -11,7 +11,9 @@ from statistics import mean
 
 from tabulate import tabulate
 
-PRIVACY_COLUMNS = ("epsilon", "eta", "eta_per_token", "k_achieved", "anonymity_epsilon")
+PRIVACY_COLUMNS = ("epsilon", "eta", "k_achieved", "anonymity_epsilon")
+PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta": "ledger η", "k_achieved": "achieved k",
+                   "anonymity_epsilon": "anonymity ε"}
 
 
 def aggregate(rows: list[dict]) -> list[dict]:
@@ -51,7 +53,7 @@ def render_table(spec, rows: list[dict]) -> str:
     sweep_keys = sorted({k for r in agg for k in r["point"]})
     metrics = metric_columns(rows, spec.report)
     privacy = [c for c in PRIVACY_COLUMNS if any(c in r["values"] for r in agg)]
-    headers = ["method", *sweep_keys, *metrics, *privacy]
+    headers = ["method", *sweep_keys, *metrics, *(PRIVACY_HEADERS[c] for c in privacy)]
     body = [[r["method"], *[r["point"].get(k, "") for k in sweep_keys],
              *[_fmt(r["values"].get(m)) for m in metrics + privacy]] for r in agg]
     return tabulate(body, headers=headers, tablefmt="github")
