@@ -1,0 +1,73 @@
+"""CLI: validate's one-line errors and exit codes, plugins listing, run end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+TOY_ENV = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.toy"}
+
+
+def dpkit(*args, env=None, cwd=None):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "dpkit.cli.main", *map(str, args)], env=full_env,
+                          cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+BAD = {
+    "syntax.yaml": "name: x\ndata: [1, 2\n",
+    "empty.yaml": "",
+    "list.yaml": "- 1\n",
+    "unsafe.yaml": "!!python/object/apply:os.system ['echo hi']\n",
+    "unknown_key.yaml": "name: x\ndata: {name: toy_text}\ndefense: {name: toy_noise}\nfoo: 1\n",
+    "wrong_type.yaml": "name: x\ndata: {name: toy_text}\ndefense: {name: toy_noise}\nseeds: 3\n",
+    "range.yaml": "name: x\ndata: {name: toy_text}\ndefense: {name: toy_noise, params: {eta: 0}}\n",
+    "unknown_name.yaml": "name: x\ndata: {name: toy_text}\ndefense: {name: toy_nois}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_validate_bad_specs(tmp_path, name):
+    path = tmp_path / name
+    path.write_text(BAD[name])
+    result = dpkit("validate", path, env=TOY_ENV, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"{path}: ")
+    assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == [path]  # nothing written
+
+
+def test_validate_missing_file(tmp_path):
+    result = dpkit("validate", tmp_path / "nope.yaml", env=TOY_ENV)
+    assert result.returncode == 2 and "no such file" in result.stderr
+
+
+def test_run_prints_table_and_writes_outputs(tmp_path, toy_spec_text):
+    path, out = toy_spec_text
+    result = dpkit("run", path, "--no-progress", env=TOY_ENV)
+    assert result.returncode == 0, result.stderr
+    assert "preserved" in result.stdout and "ledger η" in result.stdout
+    assert {p.name for p in out.iterdir()} >= {"results.jsonl", "results.csv", "ledger.json",
+                                                "tradeoff.png"}
+
+
+def test_plugins_json_lists_components_and_broken_plugins():
+    env = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.toy,broken=no.such.mod"}
+    result = dpkit("plugins", "--json", env=env)
+    assert result.returncode == 0
+    table = {p["name"]: p for p in json.loads(result.stdout)}
+    assert table["toy"]["components"]["defense"] == ["toy_noise"]
+    assert "No module named" in table["broken"]["errors"][0]
+    text = dpkit("plugins", env=env)
+    assert "BROKEN" in text.stdout and "toy_noise" in text.stdout
+
+
+def test_bad_arguments_exit_2():
+    result = dpkit("run")
+    assert result.returncode == 2 and "usage" in result.stderr.lower()
