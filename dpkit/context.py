@@ -103,6 +103,14 @@ class RunContext:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    def artifact_lock(self, kind: str, key: str):
+        """Inter-process lock for one artifact entry: hold it while checking, training and saving,
+        so concurrent workers (e.g. on Ray) train an artifact once and never tear a file."""
+        from filelock import FileLock
+
+        folder = self.artifact_dir(kind, key)
+        return FileLock(str(folder) + ".lock", timeout=6 * 3600)
+
     def say(self, message: str) -> None:
         """Report progress of long work (shown under the run's progress bar)."""
         if self.progress is not None:
