@@ -1,0 +1,21 @@
+"""HiddenEcho (split LLM fine-tuning with client-side hidden-state correction) and its baselines."""
+
+import dpkit
+from dpkit_hiddenecho.defense import HiddenEcho, HiddenEchoFull, HiddenEchoLdp
+from dpkit_hiddenecho.denoiser import GatedResidualDenoiser
+from dpkit_hiddenecho.layer_filter import layer_contributions, select_layers
+from dpkit_hiddenecho.mine import MineEstimator, donsker_varadhan
+from dpkit_hiddenecho.wire import WireMeter
+
+DEFENSES = (HiddenEcho, HiddenEchoFull, HiddenEchoLdp)
+
+__all__ = ["GatedResidualDenoiser", "HiddenEcho", "HiddenEchoFull", "HiddenEchoLdp",
+           "MineEstimator", "WireMeter", "donsker_varadhan", "layer_contributions",
+           "select_layers"]
+
+
+@dpkit.hookimpl
+def dpkit_register_defenses(register):
+    """Register HiddenEcho, HiddenEcho-Full and the LDP baseline."""
+    for defense in DEFENSES:
+        register(defense)

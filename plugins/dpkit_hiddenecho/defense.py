@@ -1,0 +1,178 @@
+"""HiddenEcho, HiddenEcho-Full and the LDP baseline as registered defenses."""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+import torch
+
+import dpkit
+from dpkit.attacks import knn_recovery
+from dpkit.metrics import accuracy, auc
+from dpkit_hiddenecho.data import batches, pad_batch, privatize_split, tokenize_unpadded
+from dpkit_hiddenecho.layer_filter import evenly_spaced_layers, layer_contributions, select_layers
+from dpkit_hiddenecho.params import HiddenEchoFullParams, HiddenEchoParams, LdpParams
+from dpkit_hiddenecho.protocol import Layout, SplitProtocol
+from dpkit_hiddenecho.server import attach_lora, private_copy
+from dpkit_hiddenecho.wire import DOWN, UP, WireMeter
+
+
+def split_of(dataset, name: str, cap: int | None) -> tuple[list[str], list[int]]:
+    """Texts and labels of a labelled split, the first ``cap`` of them."""
+    split = dataset[name]
+    if split.labels is None:
+        raise ValueError(f"dataset {dataset.name!r} split {name!r} has no labels; HiddenEcho "
+                         "trains a classifier, so use a labelled dataset")
+    stop = len(split) if cap is None else min(cap, len(split))
+    return list(split.texts[:stop]), list(split.labels[:stop])
+
+
+class HiddenEchoLdp:
+    """LDP baseline: dχ-noisy embeddings up, last hidden state down, LoRA + head, no correction."""
+
+    name: ClassVar[str] = "hiddenecho_ldp"
+    Params: ClassVar[type[dpkit.Params]] = LdpParams
+
+    def __init__(self, params):
+        self.params = params
+
+    def layout(self, model, train, ctx) -> Layout:
+        """Send only the last layer at full width; no denoiser."""
+        return Layout(layers=(model.num_layers - 1,), width=model.hidden_size,
+                      reduce_on_server=False, denoise=False)
+
+    def run(self, ctx) -> dpkit.DefenseResult:
+        """Privatize, fine-tune through the metered split, evaluate; report metrics and the view."""
+        p, model = self.params, ctx.model
+        if model is None or not hasattr(model, "server_forward"):
+            raise ValueError(f"{self.name} needs a split model (spec `model:`, e.g. minilm or "
+                             f"tiny-encoder), got {type(model).__name__}")
+        mechanism = ctx.build("mechanism", "laplace_dx", {"eta": p.eta, "clip_bound": p.clip_bound})
+        space = model.as_space()
+        texts = {s: split_of(ctx.dataset, getattr(p, f"{s}_split"), getattr(p, f"{s}_examples"))
+                 for s in ("train", "test")}
+        ids = {s: tokenize_unpadded(model, texts[s][0], p.max_length) for s in texts}
+        n_tokens = sum(int(t.numel()) for s in ids for t in ids[s])
+        ctx.ledger.spend(mechanism.guarantee(space), count=n_tokens,
+                         label=f"{self.name}: laplace_dx η={p.eta:g} on every train+test token "
+                               "embedding, drawn once and reused across epochs")
+        data = {s: privatize_split(model, ids[s], texts[s][1], mechanism, space,
+                                   ctx.generator(f"hiddenecho/noise/{s}")) for s in texts}
+        work = private_copy(model)
+        n_classes = len(ctx.dataset.label_names or ()) or int(data["train"].labels.max()) + 1
+        layout = self.layout(work, data["train"], ctx)
+        attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets)
+        pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
+        wire = WireMeter()
+        proto = SplitProtocol(work, layout, n_classes, pooling, wire,
+                              ctx.generator("hiddenecho/mine", "cpu"))
+        metrics = self.train(proto, data["train"], ctx)
+        metrics.update(self.evaluate(proto, data["test"], ctx))
+        specials = model.special_token_ids()
+        metrics.update(ep=1.0 - self.inversion(data["test"], space, specials),
+                       layers_sent=float(len(layout.layers)), width_sent=float(
+                           layout.width if layout.reduce_on_server else model.hidden_size),
+                       tokens_privatized=float(n_tokens))
+        return dpkit.DefenseResult(metrics, self.view(data["test"], space, specials),
+                                   wire.summary())
+
+    def train(self, proto: SplitProtocol, split, ctx) -> dict[str, float]:
+        """Fine-tune client modules and server LoRA end to end; time each epoch."""
+        p, pad = self.params, proto.model.tokenizer.pad_token_id
+        opt_client = torch.optim.AdamW(proto.trainable("client"), lr=p.lr)
+        opt_server = torch.optim.AdamW(proto.trainable("server"), lr=p.lora_lr)
+        order = ctx.generator("hiddenecho/order", "cpu")
+        seconds, loss = [], float("nan")
+        proto.wire.phase = "train"
+        for epoch in range(p.epochs):
+            proto.train(True)
+            start = time.perf_counter()
+            for _ids, noisy, clean, mask, labels in batches(proto.model, split, p.batch_size, pad,
+                                                            order):
+                opt_client.zero_grad(set_to_none=True)
+                opt_server.zero_grad(set_to_none=True)
+                loss = proto.step(noisy, clean, mask, labels)
+                opt_client.step()
+                opt_server.step()
+            seconds.append(time.perf_counter() - start)
+            ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss:.3f}, "
+                    f"{seconds[-1]:.1f} s")
+        return {"train_loss": loss, "epoch_seconds": sum(seconds) / len(seconds),
+                "bytes_per_batch_train": proto.wire.per_batch("train"),
+                "bytes_up_per_batch_train": proto.wire.per_batch("train", UP),
+                "bytes_down_per_batch_train": proto.wire.per_batch("train", DOWN)}
+
+    def evaluate(self, proto: SplitProtocol, split, ctx) -> dict[str, float]:
+        """AUC and accuracy on the test split; inference bytes per batch."""
+        proto.train(False)
+        proto.wire.phase = "eval"
+        pad = proto.model.tokenizer.pad_token_id
+        probs = torch.cat([proto.predict(noisy, clean, mask) for _i, noisy, clean, mask, _y
+                           in batches(proto.model, split, self.params.batch_size, pad)])
+        return {"auc": auc(probs, split.labels), "accuracy": accuracy(probs.argmax(-1), split.labels),
+                "bytes_per_batch_eval": proto.wire.per_batch("eval"),
+                "bytes_down_per_batch_eval": proto.wire.per_batch("eval", DOWN)}
+
+    def attack_tokens(self, split, specials: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Up to ``attack_tokens`` noisy test-token embeddings (special tokens left out) and ids."""
+        ids, noisy = torch.cat(split.ids), torch.cat(split.noisy)
+        special = torch.isin(ids, specials.to(ids.device))
+        return noisy[~special][:self.params.attack_tokens], ids[~special][:self.params.attack_tokens]
+
+    def inversion(self, split, space, specials: torch.Tensor) -> float:
+        """Top-1 nearest-neighbour inversion accuracy on the transmitted noisy embeddings."""
+        queries, truth = self.attack_tokens(split, specials)
+        if truth.numel() == 0:
+            return float("nan")
+        return knn_recovery(queries, space.vectors.to(queries.device), truth, (1,))[1]
+
+    def view(self, split, space, specials: torch.Tensor) -> dpkit.ServerView:
+        """Noisy token embeddings the server received, for the generic ``nn_inversion`` attack."""
+        queries, truth = self.attack_tokens(split, specials)
+        return dpkit.ServerView(observed={"embeddings": queries}, knowledge={"space": space},
+                                truth={"token_ids": truth})
+
+
+class HiddenEcho(HiddenEchoLdp):
+    """HiddenEcho: server hidden states (filtered, reduced) corrected on the client (gated residual)."""
+
+    name: ClassVar[str] = "hiddenecho"
+    Params: ClassVar[type[dpkit.Params]] = HiddenEchoParams
+
+    def layout(self, model, train, ctx) -> Layout:
+        """Choose the layers to send (IG filter, fixed or all) and the reduced width."""
+        p, n_layers = self.params, model.num_layers
+        if p.layers == "all":
+            layers = list(range(n_layers))
+        elif p.layers == "fixed":
+            layers = evenly_spaced_layers(p.top_k + int(p.keep_last), n_layers)
+        else:
+            layers = self.filter_layers(model, train, ctx)
+        if model.hidden_size % p.reduction_factor:
+            raise ValueError(f"{self.name}: reduction_factor={p.reduction_factor} must divide the "
+                             f"model width {model.hidden_size}")
+        return Layout(layers=tuple(layers), width=model.hidden_size // p.reduction_factor,
+                      reduce_on_server=p.reduction != "none", residual=p.residual,
+                      ib_alpha=p.ib_alpha if p.reduction == "ib" else 0.0, ib_beta=p.ib_beta,
+                      mine_steps=p.mine_steps, mine_tokens=p.mine_tokens,
+                      heads=p.denoiser_heads, dropout=p.dropout)
+
+    def filter_layers(self, model, train, ctx) -> list[int]:
+        """Top-k layers by integrated-gradient contribution on a few noisy training samples."""
+        p = self.params
+        pick = torch.randperm(len(train), generator=ctx.generator("hiddenecho/ig", "cpu"))
+        _ids, noisy, _clean, mask, _y = pad_batch(model, train, pick[:p.ig_samples].tolist(),
+                                                  model.tokenizer.pad_token_id)
+        scores = layer_contributions(model, noisy, mask, p.ig_steps, baseline=p.ig_baseline)
+        layers = select_layers(scores, p.top_k, model.num_layers, p.keep_last)
+        ctx.say(f"{self.name}: layer contributions {[round(float(s), 4) for s in scores]}, "
+                f"sending {layers}")
+        return layers
+
+
+class HiddenEchoFull(HiddenEcho):
+    """HiddenEcho-Full: all layers at full width go down, the client corrects them (no IB)."""
+
+    name: ClassVar[str] = "hiddenecho_full"
+    Params: ClassVar[type[dpkit.Params]] = HiddenEchoFullParams
