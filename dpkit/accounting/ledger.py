@@ -61,6 +61,7 @@ class Ledger:
         self._spends: list[Spend] = []
         self._dp: dict[Hashable, list] = {}
         self._metric: dict[MetricDpGuarantee, int] = {}
+        self._metric_passes: dict[MetricDpGuarantee, int] = {}
         self._kanon: dict[KAnonymityGuarantee, int] = {}
         self._none: dict[str, int] = {}
         self._cache: dict[tuple, float] = {}
@@ -87,6 +88,7 @@ class Ledger:
             slot[1] += n
         elif isinstance(g, MetricDpGuarantee):
             self._metric[g] = self._metric.get(g, 0) + n
+            self._metric_passes[g] = self._metric_passes.get(g, 0) + 1
         elif isinstance(g, KAnonymityGuarantee):
             self._kanon[g] = self._kanon.get(g, 0) + n
         else:
@@ -141,14 +143,18 @@ class Ledger:
         return ev.delta_of(self.dp_event(), float(epsilon), self.accountant, self.orders)
 
     # ------------------------------------------------------------ metric DP
-    def eta_totals(self) -> dict[tuple[str, str, str], float]:
-        """Σ η per (metric, space, unit) over metric-DP spends."""
-        return rules.compose_metric(self._metric.items())
+    # A metric-DP spend is one pass over data: ``count`` token (or sequence) releases, each
+    # token released at most once in the pass. ``eta`` sums η over every release (count·η);
+    # ``eta_per_token`` sums η over passes — the dχ parameter one token, or one document pair
+    # (ε = η·Σᵢ d(xᵢ, x'ᵢ)), actually gets.
+    def eta_totals(self, per_token: bool = False) -> dict[tuple[str, str, str], float]:
+        """Σ η per (metric, space, unit): over releases (count·η), or over passes if ``per_token``."""
+        return rules.compose_metric((self._metric_passes if per_token else self._metric).items())
 
     def eta(self, metric: str | None = None, space: str | None = None,
-            unit: str | None = None) -> float:
+            unit: str | None = None, per_token: bool = False) -> float:
         """Total η of the metric-DP spends matching the filters (they must share one metric)."""
-        totals = {k: v for k, v in self.eta_totals().items()
+        totals = {k: v for k, v in self.eta_totals(per_token).items()
                   if (metric is None or k[0] == metric) and (space is None or k[1] == space)
                   and (unit is None or k[2] == unit)}
         if len(totals) > 1:
@@ -156,13 +162,17 @@ class Ledger:
                                   "; pass metric=, space= or unit= to pick one")
         return next(iter(totals.values()), 0.0)
 
+    def eta_per_token(self, metric: str | None = None, space: str | None = None) -> float:
+        """dχ parameter of one token: Σ η over per-token passes (each token released once a pass)."""
+        return self.eta(metric, space, unit="token", per_token=True)
+
     def metric_epsilon(self, distances: Any, metric: str | None = None,
                        space: str | None = None) -> float | list[float]:
-        """ε between two documents: (Ση)·Σᵢ d(xᵢ, x'ᵢ) for per-token distances ``[n]`` or ``[b, n]``."""
+        """ε between two documents: η_per_token·Σᵢ d(xᵢ, x'ᵢ), distances ``[n]`` or ``[b, n]``."""
         if self._none:
             out = rules.document_epsilon(1.0, distances)
             return math.inf if isinstance(out, float) else [math.inf] * len(out)
-        return rules.document_epsilon(self.eta(metric, space, unit="token"), distances)
+        return rules.document_epsilon(self.eta_per_token(metric, space), distances)
 
     # ------------------------------------------------------ (k, ε)-anonymity
     def k_anonymity(self) -> rules.KAnonymityTotal | None:
@@ -181,11 +191,12 @@ class Ledger:
         if self._dp or self._none:
             out["epsilon"] = self.epsilon()
             out["delta"] = self.delta_target
-        totals = self.eta_totals()
-        if len(totals) == 1:
-            out["eta"] = next(iter(totals.values()))
-        else:
-            out.update({f"eta[{m}:{s}:{u}]": v for (m, s, u), v in totals.items()})
+        for name, per_token in (("eta", False), ("eta_per_token", True)):
+            totals = self.eta_totals(per_token)
+            if len(totals) == 1:
+                out[name] = next(iter(totals.values()))
+            else:
+                out.update({f"{name}[{m}:{s}:{u}]": v for (m, s, u), v in totals.items()})
         k = self.k_anonymity()
         if k is not None:
             out.update(k_achieved=float(k.k_achieved), k_requested=float(k.k_requested),

@@ -28,9 +28,12 @@ def ledger_table(ledger: Ledger) -> str:
     if any(s.guarantee.notion in ("dp", "none") for s in ledger.spends):
         totals.append((f"(ε, δ)-DP [{ledger.accountant}]",
                        f"ε = {_fmt(ledger.epsilon())} at δ = {ledger.delta_target:g}"))
-    for (metric, space, unit), eta in ledger.eta_totals().items():
+    per_pass = ledger.eta_totals(per_token=True)
+    for key, eta in ledger.eta_totals().items():
+        metric, space, unit = key
         where = f" on {space}" if space else ""
-        totals.append(("metric DP", f"η = {_fmt(eta)} ({metric}{where}, per {unit})"))
+        totals.append(("metric DP", f"η = {_fmt(per_pass[key])} per {unit} ({metric}{where}); "
+                                    f"Σ over all releases {_fmt(eta)}"))
     k = ledger.k_anonymity()
     if k is not None:
         totals.append(("(k, ε)-anonymity",

@@ -53,9 +53,10 @@ def test_metric_dp_additive_and_document_epsilon():
     ledger = Ledger()
     ledger.spend(MetricDpGuarantee(2.0, "l2", "glove"), "pass 1")
     ledger.spend(MetricDpGuarantee(3.0, "l2", "glove"), "pass 2", count=2)
-    assert ledger.eta() == 8.0 and ledger.summary() == {"eta": 8.0}
-    assert ledger.metric_epsilon([0.5, 0.25]) == pytest.approx(6.0)
-    assert ledger.metric_epsilon(torch.tensor([[1.0, 0.0], [0.5, 0.5]])) == pytest.approx([8.0, 8.0])
+    assert ledger.eta() == 8.0 and ledger.eta_per_token() == 5.0  # 3 releases in 2 passes
+    assert ledger.summary() == {"eta": 8.0, "eta_per_token": 5.0}
+    assert ledger.metric_epsilon([0.5, 0.25]) == pytest.approx(3.75)
+    assert ledger.metric_epsilon(torch.tensor([[1.0, 0.0], [0.5, 0.5]])) == pytest.approx([5.0, 5.0])
     with pytest.raises(AccountingError, match="non-negative"):
         ledger.metric_epsilon([-1.0])
 
@@ -67,7 +68,8 @@ def test_metric_dp_of_different_spaces_do_not_add():
     with pytest.raises(AccountingError, match="do not add up"):
         ledger.eta()
     assert ledger.eta(space="bert") == 3.0
-    assert set(ledger.summary()) == {"eta[l2:glove:token]", "eta[l2:bert:token]"}
+    assert set(ledger.summary()) == {"eta[l2:glove:token]", "eta[l2:bert:token]",
+                                     "eta_per_token[l2:glove:token]", "eta_per_token[l2:bert:token]"}
 
 
 def test_table_diameter_matches_cdist_without_full_matrix():
@@ -177,6 +179,6 @@ def test_table_lists_spends_and_totals():
     ledger.spend(DpGuarantee(dpsgd_event(4.0, 0.01, 100)), "train")
     ledger.spend(MetricDpGuarantee(7.0, space="glove"), "noise")
     text = ledger.table()
-    for needle in ("train", "Poisson(q=0.01)∘Gaussian(σ=4) ×100", "η = 7 (l2 on glove, per token)",
+    for needle in ("train", "Poisson(q=0.01)∘Gaussian(σ=4) ×100", "η = 7 per token (l2 on glove)",
                    "(ε, δ)-DP [rdp]", "remaining", "epsilon"):
         assert needle in text
