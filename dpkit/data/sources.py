@@ -76,7 +76,8 @@ class PinnedArtifact:
 
     def download_dir(self, root: Path | None = None) -> Path:
         """Where the downloaded file lives (place it here by hand when offline)."""
-        return (root or cache_root()) / "downloads" / self.registry / f"{self.package}=={self.version}"
+        folder = f"{self.package}=={self.version}"
+        return (root or cache_root()) / "downloads" / self.registry / folder
 
     def entry_dir(self, root: Path | None = None) -> Path:
         """The unpacked tree of this artifact in the cache."""
@@ -155,7 +156,8 @@ def _verified_file(art: PinnedArtifact, folder: Path, progress: bool) -> Path | 
             return p
         raise DataSourceError(
             f"{art.spec}: sha256 mismatch for {p}: expected {art.sha256}, got {digest}. "
-            f"Delete the file (rm '{p}') to download again, or " + manual_hint(art, folder.parents[2]))
+            f"Delete the file (rm '{p}') to download again, or "
+            + manual_hint(art, folder.parents[2]))
     return None
 
 

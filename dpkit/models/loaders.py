@@ -1,4 +1,4 @@
-"""Loaders: word-vector tables to EmbeddingSpace, Hugging Face folders / GGUF files to SplitModel."""
+"""Loaders: word-vector tables -> EmbeddingSpace; Hugging Face folders / GGUF -> SplitModel."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def load_npy_space(name: str, vectors_path: Path, index_path: Path,
     words = pd.read_parquet(index_path)["index"].astype(str).tolist()
     if len(words) != table.shape[0]:
         raise DataSourceError(f"{name}: {len(words)} words in {index_path.name} but "
-                              f"{table.shape[0]} rows in {vectors_path.name}; the artifact is corrupt")
+                              f"{table.shape[0]} rows in {vectors_path.name}; the artifact is "
+                              "corrupt — delete its cache entry and fetch again")
     n = len(words) if max_vocab is None else min(max_vocab, len(words))
     vectors = torch.from_numpy(np.ascontiguousarray(table[:n], dtype=np.float32))
     return EmbeddingSpace(name if n == len(words) else f"{name}[:{n}]", words[:n], vectors,

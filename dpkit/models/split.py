@@ -56,7 +56,7 @@ def last_token_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch
 
 
 class SplitModel:
-    """A Hugging Face model cut after the input-embedding lookup (client) / before the body (server).
+    """A Hugging Face model cut between the input-embedding lookup (client) and the body (server).
 
     ``model`` is a ``transformers`` model (``AutoModel`` for encoders, ``AutoModelForCausalLM``
     for decoders); ``server`` exposes it for fine-tuning or LoRA. Everything stays on ``device``.

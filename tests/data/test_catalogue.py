@@ -73,7 +73,8 @@ def test_subsample_and_seeded_split_are_deterministic():
 
 def test_word_benchmarks():
     ws = load(C.WordSim353)
-    assert isinstance(ws, WordPairs) and len(ws.pairs) == 353 and ws.pairs[0] == ("love", "sex", 6.77)
+    assert isinstance(ws, WordPairs) and len(ws.pairs) == 353
+    assert ws.pairs[0] == ("love", "sex", 6.77)
     assert len(load(C.SimLex999).pairs) == 999
     an = load(C.GoogleAnalogies)
     assert isinstance(an, Analogies) and len(an.sections) == 14

@@ -78,7 +78,8 @@ def test_hf_params_need_exactly_one_source():
 @pytest.mark.slow
 def test_smollm2_gguf_predicts_paris():
     model = build("smollm2-135m").load(CPU)
-    assert model.causal and (model.num_layers, model.hidden_size, model.vocab_size) == (30, 576, 49152)
+    assert model.causal
+    assert (model.num_layers, model.hidden_size, model.vocab_size) == (30, 576, 49152)
     ids, mask = model.tokenize(["The capital of France is"])
     out = model.server_forward(model.embed(ids), mask)
     torch.testing.assert_close(out.logits, model.forward_ids(ids, mask).logits, rtol=0, atol=0)

@@ -60,7 +60,8 @@ def test_pooling_helpers():
     hidden = torch.arange(12, dtype=torch.float32).reshape(1, 4, 3).repeat(2, 1, 1)
     mask = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 1]])
     torch.testing.assert_close(mean_pool(hidden, mask)[0], hidden[0, :2].mean(0))
-    torch.testing.assert_close(last_token_pool(hidden, mask), torch.stack([hidden[0, 1], hidden[1, 3]]))
+    expected = torch.stack([hidden[0, 1], hidden[1, 3]])
+    torch.testing.assert_close(last_token_pool(hidden, mask), expected)
 
 
 def test_gradients_reach_client_embeddings():

@@ -75,7 +75,8 @@ def write_tiny_llama_gguf(path: Path, hidden: int = 32, layers: int = 2, heads: 
             t = sd[f"model.layers.{i}.{hf}.weight"]
             if gg in ("attn_q", "attn_k"):  # llama.cpp's rotary permutation, undone on load
                 n = heads if gg == "attn_q" else kv_heads
-                t = t.reshape(n, 2, t.shape[0] // n // 2, *t.shape[1:]).swapaxes(1, 2).reshape(t.shape)
+                shape = t.shape
+                t = t.reshape(n, 2, shape[0] // n // 2, *shape[1:]).swapaxes(1, 2).reshape(shape)
             w.add_tensor(f"blk.{i}.{gg}.weight", np.ascontiguousarray(t))
     w.write_header_to_file()
     w.write_kv_data_to_file()
