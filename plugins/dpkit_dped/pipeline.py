@@ -1,0 +1,117 @@
+"""Shared set-up of every DPED-family defense: corpora, vocabulary, cached models, evaluation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dpkit_dped.corpus import Vocabulary, build_vocabulary, encode, partition, sentences, skipgram_pairs
+from dpkit_dped.evaluation import (analogy_accuracy, pair_spearman, perplexity, quintile_similarity,
+                                   topic_accuracy)
+from dpkit_dped.skipgram import WordModel, cache_key, cached_models, train_gensim
+from dpkit_dped.sources import all_analogy_questions, load_benchmark, texts_of
+
+
+@dataclass
+class Setup:
+    """One cell's corpora: public vocabulary, private training documents, held-out pairs."""
+
+    key: str
+    vocab: Vocabulary
+    public_texts: list[str]
+    private_texts: list[str]
+    heldout: tuple[torch.Tensor, torch.Tensor]
+    private_counts: torch.Tensor
+
+
+_SETUPS: dict[str, Setup] = {}
+
+
+def prepare(ctx, p) -> Setup:
+    """Load and cut the corpora named in params ``p`` (memoized per process)."""
+    private = ctx.dataset
+    public = ctx.load_dataset(p.public_data, p.public_data_params)
+    key = cache_key("setup", private.fingerprint, public.fingerprint, p.public_split,
+                    p.max_public_docs, p.max_private_docs, p.heldout_pairs, p.vocab_size,
+                    p.min_count, p.window, ctx.seed)
+    if key not in _SETUPS:
+        public_texts = texts_of(public, p.public_split, p.max_public_docs)
+        vocab = build_vocabulary(public_texts, p.vocab_size, p.min_count)
+        train = texts_of(private, p.private_split, p.max_private_docs)
+        test_docs = encode(texts_of(private, p.heldout_split), vocab)
+        rng = np.random.default_rng(ctx.numpy_seed("dped-heldout"))
+        heldout = skipgram_pairs(test_docs, p.window, p.heldout_pairs, rng)
+        counts = np.bincount(np.concatenate(encode(train, vocab) + [np.zeros(0, np.int64)]),
+                             minlength=len(vocab))
+        _SETUPS[key] = Setup(key, vocab, public_texts, train, heldout,
+                             torch.from_numpy(counts.astype(np.float32)))
+    return _SETUPS[key]
+
+
+def gensim_kwargs(p, ctx, stream: str) -> dict:
+    """Skip-gram hyper-parameters shared by teachers, the non-private and the public model."""
+    return dict(dim=p.dim, window=p.window, epochs=p.epochs, negative=p.negative,
+                seed=ctx.numpy_seed(stream) % (2**31), workers=p.workers)
+
+
+def public_model(ctx, setup: Setup, p) -> WordModel:
+    """Skip-gram on the public corpus alone (alignment reference; the public-only baseline)."""
+    key = cache_key("public", setup.key, p.dim, p.epochs, p.negative)
+    folder = ctx.artifact_dir("dped", key)
+    build = lambda: [train_gensim(sentences(setup.public_texts, setup.vocab), setup.vocab,
+                                  **gensim_kwargs(p, ctx, "dped-public"))]
+    return cached_models(folder, build)[0].to(ctx.device)
+
+
+def nonprivate_model(ctx, setup: Setup, p) -> WordModel:
+    """Skip-gram on the whole private training corpus (no privacy)."""
+    key = cache_key("nonprivate", setup.key, p.dim, p.epochs, p.negative)
+    folder = ctx.artifact_dir("dped", key)
+    build = lambda: [train_gensim(sentences(setup.private_texts, setup.vocab), setup.vocab,
+                                  **gensim_kwargs(p, ctx, "dped-nonprivate"))]
+    return cached_models(folder, build)[0].to(ctx.device)
+
+
+def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
+    """N teachers, each trained on its own disjoint shard of the private corpus."""
+    shard_seed = ctx.numpy_seed("dped-shards")
+    key = cache_key("teachers", setup.key, p.teachers, p.dim, p.epochs, p.negative, shard_seed)
+    folder = ctx.artifact_dir("dped", key)
+
+    def build() -> list[WordModel]:
+        shards = partition(setup.private_texts, p.teachers, shard_seed)
+        out = []
+        for i, shard in enumerate(shards):
+            ctx.say(f"training teacher {i + 1}/{p.teachers} on {len(shard)} documents")
+            sents = sentences([setup.private_texts[j] for j in shard], setup.vocab)
+            out.append(train_gensim(sents, setup.vocab, **gensim_kwargs(p, ctx, "dped-teachers")))
+        return out
+
+    return [t.to(ctx.device) for t in cached_models(folder, build)]
+
+
+def evaluate(ctx, setup: Setup, model: WordModel, p) -> dict[str, float]:
+    """Every utility metric of ``model``."""
+    dev = ctx.device
+    model = model.to(dev)
+    centers, contexts = setup.heldout
+    out = {"perplexity": perplexity(model, centers.to(dev), contexts.to(dev))}
+    for name in ("wordsim353", "simlex999"):
+        rho, coverage = pair_spearman(model.vectors, setup.vocab, load_benchmark(ctx, name).pairs)
+        out[f"{name}_spearman"], out[f"{name}_coverage"] = rho, coverage
+    questions = all_analogy_questions(load_benchmark(ctx, "analogies"))
+    out["analogy_accuracy"], out["analogy_questions"] = analogy_accuracy(model.vectors, setup.vocab,
+                                                                         questions)
+    if p.topic_data:
+        labelled = ctx.load_dataset(p.topic_data, p.topic_data_params)
+        train, test = labelled["train"], labelled["test"]
+        out["topic_accuracy"] = topic_accuracy(model.vectors, setup.vocab,
+                                               (train.texts, train.labels), (test.texts, test.labels),
+                                               seed=ctx.numpy_seed("dped-topic"))
+    reference = nonprivate_model(ctx, setup, p)
+    for i, value in enumerate(quintile_similarity(model.vectors, reference.vectors,
+                                                  setup.private_counts), start=1):
+        out[f"quintile{i}_cos"] = value
+    return out
