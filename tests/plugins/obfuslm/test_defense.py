@@ -1,0 +1,96 @@
+"""ObfusLM defenses end to end on a tiny encoder / causal LM, with the ledger and the attacks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from dpkit.models import tiny_causal, tiny_encoder
+from dpkit.plugins import get_registry
+from dpkit_obfuslm.attacks import KnnPlus, LearnedInversion, TokenFrequency
+from dpkit_obfuslm.cluster import embed_cluster
+
+FAST = {"epochs": 1, "batch_size": 32}
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return tiny_encoder(hidden_size=32)
+
+
+@pytest.fixture
+def run(ctx_factory):
+    """Build a registered defense and run it in a fresh context: (result, ctx)."""
+    def go(name, params, model, data, seed=0):
+        ctx = ctx_factory(model, data, seed)
+        return get_registry().build("defense", name, params).run(ctx), ctx
+    return go
+
+
+def test_components_are_registered():
+    reg = get_registry()
+    assert {"obfuslm", "obfuslm_generate", "obfuslm_plaintext"} <= set(reg.names("defense"))
+    assert {"knn_plus", "token_frequency", "learned_inversion"} <= set(reg.names("attack"))
+    assert "obfuslm_table" in reg.names("mechanism")
+
+
+def test_ledger_reports_the_achieved_k_of_the_clustering(encoder, corpus, run):
+    result, ctx = run("obfuslm", {"k": 6, "beta": 0.9, "epsilon": 0.5, **FAST}, encoder, corpus)
+    spends = ctx.ledger.to_dict()["spends"]
+    assert len(spends) == 1
+    g = ctx.ledger.summary()
+    # recompute the clustering the defense made, from its own permutation
+    key = result.view.truth["vocab_key"]
+    clusters = embed_cluster(encoder.embedding_table[torch.argsort(key)], 6, 0.9)
+    assert g["k_achieved"] == clusters.k_achieved == result.metrics["k_achieved"]
+    assert g["share_below_k"] == pytest.approx(clusters.share_below_k)
+    assert g["anonymity_epsilon"] == pytest.approx(0.5)
+    assert 0.0 <= result.metrics["accuracy"] <= 1.0
+    assert result.wire_bytes["tables_up"] == 4 * encoder.vocab_size * encoder.hidden_size
+
+
+def test_faithful_noise_is_recorded_as_infinite_epsilon(encoder, corpus, run):
+    _, ctx = run("obfuslm", {"k": 4, "beta": 0.9, "calibration": "faithful", **FAST},
+                 encoder, corpus)
+    assert math.isinf(ctx.ledger.summary()["anonymity_epsilon"])
+
+
+def test_attacks_plaintext_versus_obfuscated(encoder, corpus, run):
+    plain, ctx_p = run("obfuslm_plaintext", FAST, encoder, corpus)
+    obf, ctx_o = run("obfuslm", {"k": 10, "beta": 0.9, "epsilon": 0.1, **FAST}, encoder, corpus)
+    assert math.isinf(ctx_p.ledger.summary()["epsilon"])
+    knn = KnnPlus(KnnPlus.Params())
+    assert knn.run(plain.view, ctx_p)["knn_top1"] == 1.0
+    hit = knn.run(obf.view, ctx_o)
+    assert hit["knn_top1"] < 0.9 and hit["knn_top1"] <= hit["knn_top3"]
+    # frequency analysis ignores the permutation: same result with or without it
+    tfa = TokenFrequency(TokenFrequency.Params())
+    assert tfa.run(plain.view, ctx_p) == tfa.run(obf.view, ctx_o)
+    inv = LearnedInversion(LearnedInversion.Params(steps=20, draws=1, hidden=32))
+    assert inv.run(plain.view, ctx_p)["inv_top1"] == 1.0
+    assert 0.0 <= inv.run(obf.view, ctx_o)["inv_top1"] < 1.0
+
+
+def test_plus_hides_the_table_from_knn(encoder, corpus, run):
+    result, ctx = run("obfuslm", {"k": 5, "beta": 0.9, "plus": True, "k_star": 4, **FAST},
+                      encoder, corpus)
+    assert KnnPlus(KnnPlus.Params()).run(result.view, ctx)["knn_top1"] < 0.2
+    assert result.metrics["plus_k_achieved"] >= 1
+
+
+def test_generation_smoke_decodes_on_the_client(run, corpus_factory):
+    data = corpus_factory(60, seed=1)
+    model = tiny_causal(hidden_size=32)
+    params = {"k": 5, "beta": 0.9, "steps": 2, "prompt_tokens": 5, "new_tokens": 4, "n_eval": 4}
+    result, ctx = run("obfuslm_generate", params, model, data)
+    assert 0.0 <= result.metrics["rougeL_generation"] <= 1.0
+    assert ctx.ledger.summary()["k_requested"] == 5
+    sent = result.view.observed["token_ids"]
+    assert len(sent) == 4 and all(len(s) == 9 for s in sent)
+
+
+def test_unlabelled_or_wrong_model_is_explained(corpus, run):
+    with pytest.raises(ValueError, match="encoder model"):
+        run("obfuslm", FAST, tiny_causal(hidden_size=32), corpus)
