@@ -1,0 +1,31 @@
+"""Empirical privacy audit: lower bounds on a mechanism's privacy loss against its claim."""
+
+from dpkit.audit.auditor import audit, build_mechanism
+from dpkit.audit.claims import Claim, dp_epsilon
+from dpkit.audit.inputs import AuditPair, make_test_space, select_pairs
+from dpkit.audit.report import AuditReport, Finding, Verdict
+from dpkit.audit.stats import (
+    certifiable_epsilon,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    epsilon_at_delta,
+    epsilon_lower_bound,
+)
+
+__all__ = [
+    "AuditPair",
+    "AuditReport",
+    "Claim",
+    "Finding",
+    "Verdict",
+    "audit",
+    "build_mechanism",
+    "certifiable_epsilon",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "dp_epsilon",
+    "epsilon_at_delta",
+    "epsilon_lower_bound",
+    "make_test_space",
+    "select_pairs",
+]

@@ -1,0 +1,114 @@
+"""Audit results: the verdict, the findings behind it and the witness of a failure."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Verdict(str, enum.Enum):
+    """PASS: no evidence against the claim; FAIL: the claim is refuted at the stated confidence;
+    INCONCLUSIVE: the audit could not test the claim meaningfully."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+    @property
+    def exit_code(self) -> int:
+        """CLI exit status: 0 PASS, 1 FAIL, 3 INCONCLUSIVE."""
+        return {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}[self.value]
+
+
+@dataclass
+class Finding:
+    """One measured privacy loss for one input pair by one strategy.
+
+    ``measured`` is a lower bound on ε at ``delta`` (exact strategies: a computed value; sampling
+    strategies: a lower confidence bound), ``estimate`` the plug-in estimate, ``claimed`` what the
+    declared guarantee allows for this pair, ``event`` the output event (or point) that shows it.
+    """
+
+    strategy: str
+    pair: str
+    distance: float
+    claimed: float
+    measured: float
+    estimate: float
+    event: str
+    delta: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def violates(self, rel_tol: float, abs_tol: float) -> bool:
+        """Whether ``measured`` exceeds ``claimed`` beyond the tolerance."""
+        return self.measured > self.claimed * (1 + rel_tol) + abs_tol
+
+    @property
+    def ratio(self) -> float:
+        """measured / claimed (∞ for a positive measurement against a zero claim)."""
+        if self.claimed == 0:
+            return math.inf if self.measured > 0 else 0.0
+        return self.measured / self.claimed
+
+
+@dataclass
+class AuditReport:
+    """Everything one audit found: verdict, reason, witness (on FAIL) and all findings."""
+
+    mechanism: str
+    params: dict[str, Any]
+    guarantee: str
+    verdict: Verdict
+    reason: str
+    confidence: float
+    samples: int
+    strategies: list[str]
+    witness: Finding | None = None
+    findings: list[Finding] = field(default_factory=list)
+    checks: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    samples_drawn: int = 0
+
+    @property
+    def headline(self) -> Finding | None:
+        """The witness on FAIL, else the finding closest to its claim."""
+        if self.witness is not None:
+            return self.witness
+        finite = [f for f in self.findings if math.isfinite(f.measured)]
+        return max(finite, key=lambda f: f.ratio) if finite else None
+
+    def one_line(self) -> str:
+        """A one-line verdict with the claimed and measured values."""
+        head = self.headline
+        if head is None:
+            values = f"claimed {self.guarantee}"
+        else:
+            values = (f"claimed ε≤{_num(head.claimed)} at d={_num(head.distance)}, measured "
+                      f"ε≥{_num(head.measured)} (estimate {_num(head.estimate)}) by {head.strategy}"
+                      f" [{head.pair}]")
+        return (f"{self.verdict.value}: {self.mechanism} — {values}; confidence "
+                f"{self.confidence:g}; {self.reason}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (infinities as strings)."""
+        out = asdict(self)
+        out["verdict"] = self.verdict.value
+        return _json_safe(out)
+
+
+def _num(value: float) -> str:
+    return "∞" if value == math.inf else ("−∞" if value == -math.inf else f"{value:.3g}")
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
