@@ -8,9 +8,9 @@ between accountant objects and analysis functions.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dpkit.accounting import events as ev
 from dpkit.accounting import rules
@@ -26,10 +26,20 @@ from dpkit.accounting.serialize import describe, guarantee_from_dict, guarantee_
 from dpkit.errors import AccountingError
 
 FORMAT = "dpkit-ledger/1"
+_KINDS = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
 
 
-@dataclass(frozen=True)
-class Spend:
+def _as_count(count: Any, label: str) -> int:
+    """An int from a numpy / torch integer; bools, floats and the rest are refused."""
+    try:
+        if isinstance(count, bool):
+            raise TypeError
+        return operator.index(count)
+    except TypeError:
+        raise AccountingError(f"spend {label!r}: count must be an integer ≥ 1, got {count!r}") from None
+
+
+class Spend(NamedTuple):
     """One recorded spend: a guarantee, what it was for, and how many times it was applied."""
 
     guarantee: Guarantee
@@ -60,6 +70,7 @@ class Ledger:
         self.ceiling = Ceiling.coerce(ceiling)
         self._spends: list[Spend] = []
         self._dp: dict[Hashable, list] = {}
+        self._dp_slot: dict[int, list] = {}  # id(guarantee) -> its group; spends keep it alive
         self._metric: dict[MetricDpGuarantee, int] = {}
         self._metric_passes: dict[MetricDpGuarantee, int] = {}
         self._kanon: dict[KAnonymityGuarantee, int] = {}
@@ -69,13 +80,14 @@ class Ledger:
     # ----------------------------------------------------------------- recording
     def spend(self, guarantee: Guarantee, label: str, count: int = 1) -> Spend:
         """Record ``count`` applications of ``guarantee``; checks the ceiling first."""
-        if not isinstance(guarantee, (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee,
-                                      NoGuarantee)):
+        if type(guarantee) not in _KINDS and not isinstance(guarantee, _KINDS):
             raise AccountingError(f"spend {label!r}: {guarantee!r} is not a dpkit guarantee; wrap "
                                   "a DpEvent as DpGuarantee(event)")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        if type(count) is not int:
+            count = _as_count(count, label)
+        if count < 1:
             raise AccountingError(f"spend {label!r}: count must be an integer ≥ 1, got {count!r}")
-        if not isinstance(label, str) or not label:
+        if type(label) is not str or not label:
             raise AccountingError(f"a spend needs a non-empty label, got {label!r}")
         if self.ceiling is not None:
             self.ceiling.check(self, guarantee, label, count)
@@ -84,7 +96,10 @@ class Ledger:
     def _record(self, spend: Spend) -> Spend:
         g, n = spend.guarantee, spend.count
         if isinstance(g, DpGuarantee):
-            slot = self._dp.setdefault(ev.event_key(g.event), [g.event, 0])
+            slot = self._dp_slot.get(id(g))
+            if slot is None:
+                slot = self._dp.setdefault(ev.event_key(g.event), [g.event, 0])
+                self._dp_slot[id(g)] = slot
             slot[1] += n
         elif isinstance(g, MetricDpGuarantee):
             self._metric[g] = self._metric.get(g, 0) + n

@@ -151,6 +151,10 @@ def test_bad_spends():
         ledger.spend(dp_accounting.GaussianDpEvent(1.0), "raw event")
     with pytest.raises(AccountingError, match="count must be an integer"):
         ledger.spend(GAUSS, "x", count=0)
+    with pytest.raises(AccountingError, match="count must be an integer"):
+        ledger.spend(GAUSS, "x", count=torch.tensor(1.5))
+    ledger.spend(GAUSS, "numpy count", count=torch.tensor(2))
+    assert ledger.spends[-1].count == 2 and type(ledger.spends[-1].count) is int
     with pytest.raises(AccountingError, match="non-empty label"):
         ledger.spend(GAUSS, "")
 

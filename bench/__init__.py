@@ -1,0 +1,1 @@
+"""Reproducible benchmarks: ``python -m bench.<name>``; results go to bench/results/."""
