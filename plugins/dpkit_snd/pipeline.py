@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from dpkit import DefenseResult, ServerView
+from dpkit.attacks import kl_mutual_information, knn_recovery
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
-from dpkit_snd.mi import mutual_information
 from dpkit_snd.privatize import token_correlation
 
 
@@ -30,10 +30,11 @@ Method = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Step]
 
 @dataclass
 class Split:
-    """A labelled evaluation split, tokenized into batches."""
+    """A labelled evaluation split, tokenized into batches; ``key`` identifies its texts."""
 
     labels: torch.Tensor
     batches: list[tuple[torch.Tensor, torch.Tensor]]
+    key: str = ""
 
     @property
     def n_tokens(self) -> int:
@@ -55,7 +56,21 @@ def load_split(ctx, client: SplitClient, split: str, limit: int, batch_size: int
     order = np.random.default_rng(ctx.numpy_seed(f"snd-subsample-{split}")).permutation(len(data))
     keep = sorted(order[:limit].tolist())
     labels = torch.tensor([data.labels[i] for i in keep], device=ctx.device)
-    return Split(labels, client.batches([data.texts[i] for i in keep], batch_size))
+    key = f"{client.key}:{ctx.dataset.fingerprint}:{split}:{ctx.seed}:{limit}:{batch_size}"
+    return Split(labels, client.batches([data.texts[i] for i in keep], batch_size), key)
+
+
+_CLEAN: dict[str, torch.Tensor] = {}
+
+
+def clean_embeddings(client: SplitClient, split: Split) -> torch.Tensor:
+    """e_c = G(X) for every text of ``split``, memoized per process (cells share them)."""
+    if split.key not in _CLEAN:
+        if len(_CLEAN) >= 8:
+            _CLEAN.pop(next(iter(_CLEAN)))
+        _CLEAN[split.key] = torch.cat([client.server(client.embed(ids), mask)
+                                       for ids, mask in split.batches])
+    return _CLEAN[split.key]
 
 
 def n_classes(ctx, *splits: Split) -> int:
@@ -80,12 +95,11 @@ class Outcome:
 
 def push(client: SplitClient, split: Split, method: Method, keep_tokens: int) -> Outcome:
     """Run ``method`` over every batch; keep up to ``keep_tokens`` token rows for view and MI."""
-    clean, server, user, toks, sent, ids_kept, noise = [], [], [], [], [], [], []
+    server, user, toks, sent, ids_kept, noise = [], [], [], [], [], []
     kept = 0
     for ids, mask in split.batches:
         x = client.embed(ids)
         step = method(ids, mask, x)
-        clean.append(client.server(x, mask))
         server.append(step.e_server)
         user.append(step.e_user)
         if kept < keep_tokens:
@@ -99,15 +113,22 @@ def push(client: SplitClient, split: Split, method: Method, keep_tokens: int) ->
     def rows(parts: list[torch.Tensor]) -> torch.Tensor | None:
         return torch.cat(parts)[:keep_tokens] if parts else None
 
-    return Outcome(torch.cat(clean), torch.cat(server), torch.cat(user), rows(toks), rows(sent),
+    return Outcome(clean_embeddings(client, split), torch.cat(server), torch.cat(user), rows(toks), rows(sent),
                    rows(ids_kept), rows(noise))
 
 
 def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method: Method,
              mi: bool = True) -> tuple[dict[str, float], ServerView]:
-    """Utility, MI and attribute-inference metrics for ``method``, plus the server's view.
+    """Utility and MI metrics for ``method``, plus the server's view for the attacks.
 
-    ``mi=False`` skips the k-NN MI estimate (meaningless for discrete outputs such as tokens).
+    ``inversion_cosine_top1`` decodes the transmitted embeddings by cosine: clipping (Eq. 3)
+    shrinks vectors, which misleads the L2 decoder of ``nn_inversion`` but not this one.
+
+    The view holds the transmitted test token embeddings (``embeddings``, truth ``token_ids``,
+    knowledge ``space``) for ``nn_inversion`` and the returned pooled embeddings
+    (``representations``, truth ``attributes`` = labels, the training split as the attacker's
+    labelled auxiliary data) for ``attribute_inference``. ``mi=False`` skips the k-NN MI
+    estimate (meaningless for discrete outputs such as substituted tokens).
     """
     k = n_classes(ctx, train, test)
     keep = max(params.view_tokens, params.mi_tokens)
@@ -117,18 +138,19 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
     metrics.update(downstream(tr.user, train.labels, te.user, test.labels, k,
                               epochs=params.classifier_epochs,
                               generator=ctx.generator("snd-classifier")))
-    attack = downstream(tr.server, train.labels, te.server, test.labels, k,
-                        epochs=params.classifier_epochs, generator=ctx.generator("snd-attribute"))
-    metrics["attribute_inference_acc"] = attack["accuracy"]
-    metrics["attribute_inference_auc"] = attack["auc"]
     metrics["token_corr"] = token_correlation(te.tokens, te.sent)
     if mi:
         n_mi = min(params.mi_tokens, len(te.tokens))
-        metrics["mi"] = mutual_information(te.tokens[:n_mi], te.sent[:n_mi], params.mi_k)
+        metrics["mi"] = kl_mutual_information(te.tokens[:n_mi].float(), te.sent[:n_mi].float(),
+                                              params.mi_k)
+    shown = slice(0, params.view_tokens)
+    metrics["inversion_cosine_top1"] = knn_recovery(te.sent[shown], client.table,
+                                                    te.token_ids[shown], (1,), "cosine")[1]
     view = ServerView(
-        observed={"embeddings": te.sent[:params.view_tokens]},
-        knowledge={"space": client.space},
-        truth={"token_ids": te.token_ids[:params.view_tokens], "labels": test.labels},
+        observed={"embeddings": te.sent[:params.view_tokens], "representations": te.server},
+        knowledge={"space": client.space, "aux_representations": tr.server,
+                   "aux_attributes": train.labels},
+        truth={"token_ids": te.token_ids[:params.view_tokens], "attributes": test.labels},
     )
     return metrics, view
 

@@ -40,17 +40,18 @@ def load_or_train(ctx, kind: str, fields: dict, model: nn.Module,
 
     Returns the model (in eval mode) and whether the cache was hit.
     """
-    folder: Path = ctx.artifact_dir(kind, cache_key(fields))
-    path = folder / WEIGHTS
-    if path.exists():
-        model.load_state_dict(load_file(str(path), device=str(ctx.device)))
-        return model.eval(), True
-    train(model)
-    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    tmp = folder / (WEIGHTS + ".tmp")
-    save_file(state, str(tmp), metadata={"fields": json.dumps(fields, sort_keys=True,
-                                                                 default=str)})
-    tmp.replace(path)
+    key = cache_key(fields)
+    path: Path = ctx.artifact_dir(kind, key) / WEIGHTS
+    with ctx.artifact_lock(kind, key):
+        if path.exists():
+            model.load_state_dict(load_file(str(path), device=str(ctx.device)))
+            return model.eval(), True
+        train(model)
+        state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+        tmp = path.with_suffix(".tmp")
+        save_file(state, str(tmp), metadata={"fields": json.dumps(fields, sort_keys=True,
+                                                                     default=str)})
+        tmp.replace(path)
     return model.eval(), False
 
 
@@ -122,9 +123,11 @@ def train_server(model: ServerTokenDenoiser, encoder: SplitClient, texts: list[s
 
 def default_config(encoder: SplitClient, d_model: int | None,
                    d_ff: int | None, n_head: int | None, n_layers: int) -> DenoiserConfig:
-    """Denoiser sizes scaled to the encoder (d_model = its width, 64-d heads) unless given."""
+    """Denoiser sizes scaled to the encoder (d_model = its width, 64-d heads) unless given;
+    token inputs scaled by √d / C so their coordinates are of unit size."""
     width = d_model or encoder.emb_dim
     heads = n_head or max(1, width // 64)
     return DenoiserConfig(emb_dim=encoder.emb_dim, tok_dim=encoder.tok_dim, d_model=width,
                           d_ff=d_ff or width, n_head=heads, n_layers=n_layers,
-                          max_tokens=encoder.max_tokens)
+                          max_tokens=encoder.max_tokens,
+                          token_scale=round(encoder.tok_dim ** 0.5 / encoder.clip_bound, 6))

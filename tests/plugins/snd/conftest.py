@@ -90,5 +90,17 @@ def make_ctx(registry, tiny_model, tmp_path):
 PUBLIC = {"name": "snd_test_public", "params": {"n": 128}}
 SMALL = {"max_tokens": 16, "train_examples": 96, "test_examples": 48, "batch_size": 32,
          "classifier_epochs": 5, "mi_tokens": 200, "view_tokens": 100}
-DENOISER = {"n_layers": 1, "public": PUBLIC, "public_examples": 128, "epochs": 2,
+DENOISER = {"n_layers": 1, "d_ff": 64, "public": PUBLIC, "public_examples": 128, "epochs": 2,
             "batch_size": 32}
+
+
+@pytest.fixture
+def texts():
+    """The generated-text function (test modules cannot import conftest under importlib mode)."""
+    return generated_texts
+
+
+@pytest.fixture
+def small():
+    """Small evaluation params, and denoiser params training on the generated public text."""
+    return dict(SMALL), dict(DENOISER)

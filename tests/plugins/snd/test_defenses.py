@@ -1,0 +1,123 @@
+"""SnD and its baselines end to end on a tiny encoder: ledger, cache, views, metrics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from dpkit.accounting import MetricDpGuarantee, NoGuarantee
+from dpkit.errors import ParamsError
+from dpkit_snd.client import SplitClient
+
+UTILITY = {"mse", "cosine", "accuracy", "auc", "token_corr"}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One artifact cache for the whole module (the denoiser is trained once)."""
+    return tmp_path_factory.mktemp("snd-cache")
+
+
+def _run(registry, ctx, name, params):
+    return registry.build("defense", name, params).run(ctx)
+
+
+def test_ledger_entries_match_the_mechanism(registry, make_ctx, small):
+    params, _ = small
+    ctx = make_ctx()
+    res = _run(registry, ctx, "tokembpriv", {**params, "eta": 40.0, "clip": True})
+    client = SplitClient(ctx.model, params["max_tokens"])
+    expected = registry.build("mechanism", "laplace_dx",
+                              {"eta": 40.0, "clip_bound": client.clip_bound}).guarantee(client.space)
+    spends = ctx.ledger.spends
+    assert [s.guarantee for s in spends] == [expected, expected]
+    assert expected == MetricDpGuarantee(40.0, "l2", client.space.name, "token")
+    lengths = [int(m.sum()) for text in ctx.dataset["train"].texts
+               for _, m in client.batches([text], 1)]
+    assert spends[0].count == sum(lengths)  # every training text is used (96 ≤ train_examples)
+    assert ctx.ledger.eta() == pytest.approx(40.0 * sum(s.count for s in spends))
+    assert res.metrics["eta_per_token"] == 40.0
+    assert res.metrics["eta_per_doc_max"] >= 40.0 * max(lengths)
+    assert UTILITY | {"mi", "clip_bound"} <= set(res.metrics)
+    sent = res.view.observed["embeddings"]
+    assert sent.shape == (params["view_tokens"], 32)
+    assert float(sent.norm(dim=1).max()) <= client.clip_bound * (1 + 1e-5)
+    assert res.view.truth["token_ids"].shape == (params["view_tokens"],)
+    assert res.wire_bytes["upload"] == sum(s.count for s in spends) * 32 * 4
+
+
+def test_snd_trains_once_then_hits_the_cache(registry, make_ctx, small, cache):
+    params, denoiser = small
+    snd = {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0], [800.0]], "denoiser": denoiser}
+    first = _run(registry, make_ctx(cache=cache), "snd", snd)
+    second = _run(registry, make_ctx(cache=cache), "snd", snd)
+    assert (first.metrics["denoiser_cached"], second.metrics["denoiser_cached"]) == (0.0, 1.0)
+    assert first.metrics["denoiser_group"] == 0.0
+    for key in UTILITY | {"mi"}:
+        assert first.metrics[key] == pytest.approx(second.metrics[key], nan_ok=True)
+    files = list((cache / "snd_denoiser").rglob("*.safetensors"))
+    assert len(files) == 1 and "in_tok.weight" in load_file(str(files[0]))
+    same_group = _run(registry, make_ctx(cache=cache), "snd", {**snd, "eta": 120.0})
+    assert same_group.metrics["denoiser_cached"] == 1.0
+
+
+def test_snd_denoised_embeddings_are_closer_than_the_noisy_ones(registry, make_ctx, small, cache):
+    params, denoiser = small
+    snd = {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0], [800.0]], "denoiser": denoiser}
+    ctx = make_ctx(cache=cache)
+    res = _run(registry, ctx, "snd", snd)
+    tok = _run(registry, make_ctx(), "tokembpriv", {**params, "eta": 150.0, "clip": True})
+    assert res.metrics["mse"] < tok.metrics["mse"]
+    assert {s.guarantee.eta for s in ctx.ledger.spends} == {150.0}  # public training: no spend
+
+
+def test_clean_records_infinite_epsilon_and_is_exact(registry, make_ctx, small):
+    params, _ = small
+    ctx = make_ctx()
+    res = _run(registry, ctx, "snd_clean", params)
+    assert isinstance(ctx.ledger.spends[0].guarantee, NoGuarantee)
+    assert ctx.ledger.epsilon() == math.inf
+    assert res.metrics["mse"] == 0.0 and res.metrics["cosine"] == pytest.approx(1.0)
+    inversion = registry.build("attack", "nn_inversion", {"ks": [1]}).run(res.view, ctx)
+    assert inversion["inversion_top1"] == 1.0
+
+
+def test_text2text_and_server_denoise_run_with_their_guarantees(registry, make_ctx, small, cache):
+    params, denoiser = small
+    ctx = make_ctx()
+    t2t = _run(registry, ctx, "snd_text2text", {**params, "eta": 150.0})
+    client = SplitClient(ctx.model, params["max_tokens"])
+    assert ctx.ledger.spends[0].guarantee == registry.build(
+        "mechanism", "text2text", {"eta": 150.0}).guarantee(client.space)
+    sent = t2t.view.observed["embeddings"]
+    nearest = torch.cdist(sent, client.table, compute_mode="donot_use_mm_for_euclid_dist")
+    assert float(nearest.min(1).values.max()) < 1e-6  # the server sees real token embeddings
+    assert "mi" not in t2t.metrics and UTILITY <= set(t2t.metrics)
+    ctx = make_ctx(cache=cache)
+    server = _run(registry, ctx, "snd_server_denoise",
+                  {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0]], "denoiser": denoiser})
+    assert UTILITY <= set(server.metrics) and server.metrics["denoiser_cached"] == 0.0
+    attr = registry.build("attack", "attribute_inference", {"epochs": 5}).run(server.view, ctx)
+    assert 0.0 <= attr["attribute_accuracy"] <= 1.0
+
+
+def test_params_and_inputs_are_validated(registry, make_ctx, small):
+    params, _ = small
+    with pytest.raises(ParamsError, match="eta_groups"):
+        registry.build("defense", "snd", {**params, "eta": 10.0, "eta_groups": [[0.0, 5.0]]})
+    with pytest.raises(ParamsError, match="eta"):
+        registry.build("defense", "tokembpriv", {**params, "eta": -1.0})
+    from dpkit.models import tiny_causal
+    with pytest.raises(ValueError, match="causal"):
+        _run(registry, make_ctx(model=tiny_causal()), "tokembpriv", {**params, "eta": 10.0})
+
+
+def test_planned_spends_name_eta_per_token(registry, small):
+    params, _ = small
+    plan = registry.build("defense", "snd", {**params, "eta": 75.0}).planned_spends(None)
+    assert [(g.eta, n) for g, _, n in plan] == [(75.0, 96 * 16), (75.0, 48 * 16)]
+    clean = registry.build("defense", "snd_clean", params).planned_spends(None)
+    assert all(isinstance(g, NoGuarantee) for g, _, _ in clean)

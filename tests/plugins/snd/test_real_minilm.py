@@ -1,0 +1,31 @@
+"""SnD on the real all-MiniLM-L6-v2 and real corpora (pinned artifacts, small sizes)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.network
+
+
+def test_snd_on_real_minilm_rotten_tomatoes_with_news_denoiser(registry, make_ctx, tmp_path):
+    loader = make_ctx()
+    model = loader.load_model("minilm", {})
+    data = loader.load_dataset("rotten_tomatoes", {"max_examples": 200, "seed": 0})
+    ctx = make_ctx(model=model, dataset=data, cache=tmp_path / "cache")
+    params = {"eta": 100.0, "max_tokens": 24, "train_examples": 32, "test_examples": 24,
+              "batch_size": 32, "classifier_epochs": 3, "mi_tokens": 100, "view_tokens": 100,
+              "eta_groups": [[100.0]],
+              "denoiser": {"d_model": 64, "n_head": 2, "d_ff": 64, "n_layers": 1,
+                           "public": {"name": "news_articles", "params": {"max_examples": 64}},
+                           "public_examples": 32, "epochs": 1, "batch_size": 16}}
+    res = registry.build("defense", "snd", params).run(ctx)
+    table_max = float(model.embedding_table.norm(dim=1).max())
+    assert res.metrics["clip_bound"] == pytest.approx(table_max) and 1.0 < table_max < 3.0
+    assert all(math.isfinite(res.metrics[k]) for k in ("mse", "cosine", "accuracy", "mi"))
+    assert res.view.observed["embeddings"].shape == (100, 384)
+    assert res.view.observed["representations"].shape == (24, 384)
+    spend = ctx.ledger.spends[0]
+    assert (spend.guarantee.eta, spend.guarantee.space) == (100.0, model.as_space().name)
+    assert res.wire_bytes["download"] == (32 + 24) * 384 * 4
