@@ -66,14 +66,16 @@ def bag_matrix(texts: list[str], vocab: Vocabulary):
     return normalize(cv.transform(texts), norm="l1")
 
 
-def topic_accuracy(vectors: torch.Tensor, vocab: Vocabulary, train: tuple[list[str], list[int]],
-                   test: tuple[list[str], list[int]], seed: int) -> float:
-    """Accuracy of logistic regression on averaged (unit-normalized) word vectors of each document."""
+def topic_accuracy(vectors: torch.Tensor, train: tuple, test: tuple, seed: int) -> float:
+    """Accuracy of logistic regression on averaged (unit-normalized) word vectors of each document.
+
+    ``train`` and ``test`` are (bag matrix from :func:`bag_matrix`, labels).
+    """
     from sklearn.linear_model import LogisticRegression
 
     unit = torch.nn.functional.normalize(vectors.float(), dim=-1).cpu().numpy()
-    x_train = np.asarray(bag_matrix(train[0], vocab) @ unit)
-    x_test = np.asarray(bag_matrix(test[0], vocab) @ unit)
+    x_train = np.asarray(train[0] @ unit)
+    x_test = np.asarray(test[0] @ unit)
     mu, sd = x_train.mean(0), x_train.std(0) + 1e-8
     clf = LogisticRegression(max_iter=300, random_state=seed)
     clf.fit((x_train - mu) / sd, train[1])

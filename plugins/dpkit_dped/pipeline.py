@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from dpkit_dped.corpus import Vocabulary, build_vocabulary, encode, partition, sentences, skipgram_pairs
-from dpkit_dped.evaluation import (analogy_accuracy, pair_spearman, perplexity, quintile_similarity,
-                                   topic_accuracy)
+from dpkit_dped.evaluation import (analogy_accuracy, bag_matrix, pair_spearman, perplexity,
+                                   quintile_similarity, topic_accuracy)
 from dpkit_dped.skipgram import WordModel, cache_key, cached_models, train_gensim
 from dpkit_dped.sources import all_analogy_questions, load_benchmark, texts_of
 
@@ -92,6 +92,19 @@ def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
     return [t.to(ctx.device) for t in cached_models(folder, build)]
 
 
+_BAGS: dict[str, tuple] = {}
+
+
+def topic_bags(ctx, setup: Setup, p) -> tuple[tuple, tuple]:
+    """(bag matrix, labels) of the labelled corpus's train and test splits, memoized."""
+    key = cache_key(setup.key, p.topic_data, p.topic_data_params)
+    if key not in _BAGS:
+        labelled = ctx.load_dataset(p.topic_data, p.topic_data_params)
+        _BAGS[key] = tuple((bag_matrix(list(labelled[s].texts), setup.vocab), list(labelled[s].labels))
+                           for s in ("train", "test"))
+    return _BAGS[key]
+
+
 def evaluate(ctx, setup: Setup, model: WordModel, p) -> dict[str, float]:
     """Every utility metric of ``model``."""
     dev = ctx.device
@@ -105,10 +118,8 @@ def evaluate(ctx, setup: Setup, model: WordModel, p) -> dict[str, float]:
     out["analogy_accuracy"], out["analogy_questions"] = analogy_accuracy(model.vectors, setup.vocab,
                                                                          questions)
     if p.topic_data:
-        labelled = ctx.load_dataset(p.topic_data, p.topic_data_params)
-        train, test = labelled["train"], labelled["test"]
-        out["topic_accuracy"] = topic_accuracy(model.vectors, setup.vocab,
-                                               (train.texts, train.labels), (test.texts, test.labels),
+        train, test = topic_bags(ctx, setup, p)
+        out["topic_accuracy"] = topic_accuracy(model.vectors, train, test,
                                                seed=ctx.numpy_seed("dped-topic"))
     reference = nonprivate_model(ctx, setup, p)
     for i, value in enumerate(quintile_similarity(model.vectors, reference.vectors,

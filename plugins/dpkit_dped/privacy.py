@@ -67,9 +67,9 @@ class NoisePlan:
         return out
 
     def total_event(self) -> dp_accounting.DpEvent:
-        """All DP releases of the run as one dp-accounting event."""
-        per_query = dp_accounting.ComposedDpEvent([ev for ev, _ in self.per_query_events()])
-        return dp_accounting.SelfComposedDpEvent(per_query, self.queries)
+        """All DP releases of the run as one event, grouped per release as the ledger groups them."""
+        return dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(ev, self.queries)
+                                              for ev, _ in self.per_query_events()])
 
 
 def plan_noise(*, target_epsilon: float, delta: float, accountant: str, queries: int,

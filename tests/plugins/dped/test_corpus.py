@@ -1,0 +1,55 @@
+"""Shards, public vocabulary and skip-gram pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from dpkit_dped.corpus import build_vocabulary, encode, partition, skipgram_pairs, tokenize
+from dpkit_dped.pipeline import prepare, teacher_models
+from dpkit_dped.defenses import DpedDefense
+from dpkit.data.types import TextDataset, TextSplit
+
+from .conftest import TEACHER, make_texts, tiny_dataset
+
+
+def test_removing_one_document_changes_only_its_shard():
+    texts, _ = make_texts(200, seed=3)
+    before = partition(texts, 5, seed=7)
+    assert sorted(i for s in before for i in s) == list(range(200))
+    removed = 57
+    after = partition(texts[:removed] + texts[removed + 1:], 5, seed=7)
+    as_text = lambda shards, src: [sorted(src[i] for i in s) for s in shards]
+    b = as_text(before, texts)
+    a = as_text(after, texts[:removed] + texts[removed + 1:])
+    changed = [k for k in range(5) if a[k] != b[k]]
+    assert len(changed) == 1 and texts[removed] in b[changed[0]]
+
+
+def test_vocabulary_comes_from_public_text_only():
+    vocab = build_vocabulary(["alpha beta beta gamma", "beta gamma"], size=10, min_count=1)
+    assert vocab.words == ("beta", "gamma", "alpha")
+    assert "secret" not in vocab.index
+    assert encode(["secret beta alpha"], vocab)[0].tolist() == [0, 2]
+
+
+def test_skipgram_pairs_stay_within_window():
+    doc = np.arange(10)
+    c, x = skipgram_pairs([doc], window=2, max_pairs=10**6, rng=np.random.default_rng(0))
+    assert len(c) == 2 * (9 + 8)
+    assert int((c - x).abs().max()) == 2 and int((c - x).abs().min()) == 1
+    assert tokenize("Hello, World's 2nd") == ["hello", "world", "s", "nd"]
+
+
+def test_one_changed_document_changes_at_most_one_teacher(make_ctx):
+    base = tiny_dataset("p", 120, 30, seed=0)
+    train = list(base["train"].texts)
+    fewer = TextDataset("p", {"train": TextSplit(train[:-1]), "test": base["test"]})
+    p = DpedDefense.Params.model_validate(TEACHER)
+    models = []
+    for data in (base, fewer):
+        ctx = make_ctx(data)
+        models.append(teacher_models(ctx, prepare(ctx, p), p))
+    same = [torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
+            for a, b in zip(*models)]
+    assert same.count(False) == 1, same

@@ -1,0 +1,73 @@
+"""End-to-end runs of DPED's baselines on tiny data, DP-SGD's accountant, one real-data run."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from opacus.accountants import RDPAccountant
+
+import dpkit.plugins
+from dpkit.accounting import Ledger
+from dpkit.context import RunContext
+from dpkit_dped.defenses import DpedNonPrivate, DpedPublic
+from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
+
+from .conftest import SMALL
+
+
+def test_opacus_accountant_agrees_with_dpkit_ledger():
+    gen = torch.Generator().manual_seed(0)
+    n, pairs, vocab = 200, 6, 30
+    centers, contexts = torch.randint(0, vocab, (n, pairs)), torch.randint(0, vocab, (n, pairs))
+    defense = DpedDpsgd(DpedDpsgd.Params.model_validate(
+        {**SMALL, "target_epsilon": 4.0, "sampling_rate": 0.05, "steps": 60}))
+    z = defense.noise_multiplier(1e-5, "rdp")
+    ledger = Ledger(1e-5, "rdp")
+    for guarantee, label, count in defense.spends_for(z):
+        ledger.spend(guarantee, label=label, count=count)
+    opacus = RDPAccountant()
+    train_dpsgd(centers, contexts, torch.ones(n, pairs), torch.full((vocab,), 1 / vocab), dim=4,
+                negatives=2, noise_multiplier=z, max_grad_norm=1.0, sampling_rate=0.05, steps=60,
+                lr=0.01, generator=gen, opacus_accountant=opacus)
+    assert opacus.history == [(z, 0.05, 60)]  # (noise multiplier, sample rate, steps)
+    assert opacus.get_epsilon(1e-5) == pytest.approx(ledger.epsilon(), rel=1e-3)
+    assert ledger.epsilon() <= 4.0
+
+
+def test_dpsgd_run_records_its_steps_and_stays_under_target(make_ctx):
+    ctx = make_ctx()
+    d = DpedDpsgd(DpedDpsgd.Params.model_validate({**SMALL, "target_epsilon": 2.0, "steps": 20,
+                                                    "sampling_rate": 0.1, "pairs_per_doc": 8}))
+    metrics = d.run(ctx).metrics
+    assert [s.count for s in ctx.ledger.spends] == [20]
+    assert ctx.ledger.epsilon() <= 2.0
+    assert math.isfinite(metrics["perplexity"]) and metrics["noise_multiplier"] > 0
+
+
+def test_nonprivate_and_public_models_learn_topics(make_ctx):
+    ctx = make_ctx()
+    metrics = DpedNonPrivate(DpedNonPrivate.Params.model_validate(SMALL)).run(ctx).metrics
+    assert math.isinf(ctx.ledger.epsilon())
+    assert metrics["topic_accuracy"] > 0.6  # chance is 1/3
+    assert metrics["quintile5_cos"] == pytest.approx(1.0, abs=1e-4)  # reference is itself
+    public_ctx = make_ctx()
+    public = DpedPublic(DpedPublic.Params.model_validate(SMALL))
+    assert public.planned_spends(SimpleNamespace(delta=1e-5, accountant="rdp")) == []
+    public.run(public_ctx)
+    assert public_ctx.ledger.epsilon() == 0.0
+
+
+def test_nonprivate_on_real_catalogue_sources(tmp_path):
+    registry = dpkit.plugins.get_registry()
+    data = registry.build("dataset", "20newsgroups", {"max_examples": 150}).load()
+    ctx = RunContext(dataset=data, model=None, device=torch.device("cpu"), seed=0,
+                     ledger=Ledger(1e-5), registry=registry, cache_dir=tmp_path)
+    params = DpedNonPrivate.Params.model_validate({
+        "public_data_params": {"max_examples": 150}, "topic_data_params": {"max_examples": 150},
+        "vocab_size": 400, "dim": 16, "epochs": 1, "heldout_pairs": 2000})
+    metrics = DpedNonPrivate(params).run(ctx).metrics
+    assert metrics["wordsim353_coverage"] > 0 and metrics["analogy_questions"] > 0
+    assert all(math.isfinite(metrics[k]) for k in ("perplexity", "topic_accuracy"))
