@@ -11,8 +11,8 @@ from statistics import mean
 
 from tabulate import tabulate
 
-PRIVACY_COLUMNS = ("epsilon", "eta", "k_achieved", "anonymity_epsilon")
-PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta": "ledger η", "k_achieved": "achieved k",
+PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "k_achieved", "anonymity_epsilon")
+PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta_per_token": "ledger η/token", "k_achieved": "achieved k",
                    "anonymity_epsilon": "anonymity ε"}
 
 

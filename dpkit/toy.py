@@ -82,9 +82,9 @@ class ToyNoise:
         time.sleep(self.params.sleep)
         space: EmbeddingSpace = ctx.model
         ids = torch.cat(space.encode(ctx.dataset["test"].texts)).to(ctx.device)
-        # each token is released once: one per-token spend (a document gets η·Σd), not one per token
-        ctx.ledger.spend(MetricDpGuarantee(self.params.eta, "l2", space.name),
-                         f"toy_noise on {ids.numel()} tokens")
+        # one pass over the data: count = tokens released, each once (η per token, η·Σd per doc)
+        ctx.ledger.spend(MetricDpGuarantee(self.params.eta, "l2", space.name), "toy_noise",
+                         count=int(ids.numel()))
         clean = space.vectors[ids]
         noise = torch.randn(clean.shape, generator=ctx.generator("noise"), device=ctx.device)
         noisy = clean + noise / self.params.eta

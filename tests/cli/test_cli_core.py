@@ -54,7 +54,7 @@ def test_run_prints_table_and_writes_outputs(tmp_path, toy_spec_text):
     path, out = toy_spec_text
     result = dpkit("run", path, "--no-progress", env=TOY_ENV)
     assert result.returncode == 0, result.stderr
-    assert "preserved" in result.stdout and "ledger η" in result.stdout
+    assert "preserved" in result.stdout and "ledger η/token" in result.stdout
     assert {p.name for p in out.iterdir()} >= {"results.jsonl", "results.csv", "ledger.json",
                                                 "tradeoff.png"}
 

@@ -27,9 +27,10 @@ def test_run_writes_every_output(toy_spec_text, toy_plugins):
         assert (out / name).stat().st_size > 0
     ledger = json.loads((out / "ledger.json").read_text())
     assert set(ledger) == {r["key"] for r in rows}
-    # the ledger's eta is the declared per-token eta, one spend per token
+    # one pass: the ledger's η per token is the declared η; Σ over releases is η × tokens
     for r in rows:
-        assert r["privacy"]["eta"] == r["params"]["eta"]
+        assert r["privacy"]["eta_per_token"] == r["params"]["eta"]
+        assert r["privacy"]["eta"] == r["params"]["eta"] * r["ledger"]["spends"][0]["count"]
     # less noise -> more tokens survive, and the attack recovers more
     pres = [r["metrics"]["preserved"] for r in rows]
     assert pres[0] < pres[2]
