@@ -83,11 +83,11 @@ class HiddenEchoLdp:
         opt_client = torch.optim.AdamW(proto.trainable("client"), lr=p.lr)
         opt_server = torch.optim.AdamW(proto.trainable("server"), lr=p.lora_lr)
         order = ctx.generator("hiddenecho/order", "cpu")
-        seconds, loss = [], float("nan")
+        seconds, cpu, loss = [], [], float("nan")
         proto.wire.phase = "train"
         for epoch in range(p.epochs):
             proto.train(True)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for _ids, noisy, clean, mask, labels in batches(proto.model, split, p.batch_size, pad,
                                                             order):
                 opt_client.zero_grad(set_to_none=True)
@@ -96,9 +96,11 @@ class HiddenEchoLdp:
                 opt_client.step()
                 opt_server.step()
             seconds.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
             ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss:.3f}, "
                     f"{seconds[-1]:.1f} s")
         return {"train_loss": loss, "epoch_seconds": sum(seconds) / len(seconds),
+                "epoch_cpu_seconds": sum(cpu) / len(cpu),
                 "bytes_per_batch_train": proto.wire.per_batch("train"),
                 "bytes_up_per_batch_train": proto.wire.per_batch("train", UP),
                 "bytes_down_per_batch_train": proto.wire.per_batch("train", DOWN)}
