@@ -22,7 +22,7 @@ from dpkit.accounting.guarantees import (
     MetricDpGuarantee,
     NoGuarantee,
 )
-from dpkit.accounting.serialize import describe, guarantee_from_dict, guarantee_to_dict
+from dpkit.accounting.serialize import guarantee_from_dict, guarantee_to_dict
 from dpkit.errors import AccountingError
 
 FORMAT = "dpkit-ledger/1"
@@ -249,7 +249,3 @@ class Ledger:
         from dpkit.accounting.report import ledger_table
 
         return ledger_table(self)
-
-    def describe_spend(self, spend: Spend) -> str:
-        """One line describing a spend (its guarantee and count)."""
-        return f"{spend.label}: {describe(spend.guarantee)} ×{spend.count}"
