@@ -34,24 +34,23 @@ class _SplitDefense:
         return client, train, test
 
     def _spend(self, ctx, guarantee, train, test) -> None:
-        for split, label in ((train, "train"), (test, "test")):
-            ctx.ledger.spend(guarantee, label=f"{self.name}: {label} token embeddings",
-                             count=max(1, split.n_tokens))
+        """One release: every token of the train and test texts, each privatized once."""
+        ctx.ledger.spend(guarantee, label=f"{self.name}: token embeddings (train + test texts)",
+                         count=max(1, train.n_tokens + test.n_tokens))
 
     def _document_metrics(self, client, train, test) -> dict[str, float]:
         lengths = torch.cat([train.doc_lengths, test.doc_lengths]).float()
         eta = getattr(self.params, "eta", float("inf"))
-        return {"eta_per_token": eta, "tokens_per_doc": float(lengths.mean()),
+        return {"tokens_per_doc": float(lengths.mean()),
                 "eta_per_doc_max": eta * float(lengths.max()),
                 "epsilon_doc_bound": eta * float(lengths.max()) * 2 * client.clip_bound}
 
     def planned_spends(self, privacy) -> list[tuple]:
         """Per-token η spends, counted at the upper bound of max_tokens per text."""
         p = self.params
-        guarantee = self._planned_guarantee()
-        return [(guarantee, f"{self.name}: {split} token embeddings (≤ max_tokens per text)", n *
-                 p.max_tokens) for split, n in (("train", p.train_examples),
-                                                ("test", p.test_examples))]
+        return [(self._planned_guarantee(),
+                 f"{self.name}: token embeddings (≤ max_tokens per text, train + test)",
+                 (p.train_examples + p.test_examples) * p.max_tokens)]
 
     def _planned_guarantee(self):
         return MetricDpGuarantee(self.params.eta, "l2", "", "token")

@@ -33,13 +33,15 @@ def test_ledger_entries_match_the_mechanism(registry, make_ctx, small):
     expected = registry.build("mechanism", "laplace_dx",
                               {"eta": 40.0, "clip_bound": client.clip_bound}).guarantee(client.space)
     spends = ctx.ledger.spends
-    assert [s.guarantee for s in spends] == [expected, expected]
+    assert [s.guarantee for s in spends] == [expected]
     assert expected == MetricDpGuarantee(40.0, "l2", client.space.name, "token")
     lengths = [int(m.sum()) for text in ctx.dataset["train"].texts
                for _, m in client.batches([text], 1)]
-    assert spends[0].count == sum(lengths)  # every training text is used (96 ≤ train_examples)
+    test_lengths = [int(m.sum()) for text in ctx.dataset["test"].texts
+                    for _, m in client.batches([text], 1)]
+    assert spends[0].count == sum(lengths) + sum(test_lengths)  # every token, once
     assert ctx.ledger.eta() == pytest.approx(40.0 * sum(s.count for s in spends))
-    assert res.metrics["eta_per_token"] == 40.0
+    assert ctx.ledger.eta_per_token() == 40.0
     assert res.metrics["eta_per_doc_max"] >= 40.0 * max(lengths)
     assert UTILITY | {"mi", "clip_bound"} <= set(res.metrics)
     sent = res.view.observed["embeddings"]
@@ -118,6 +120,6 @@ def test_params_and_inputs_are_validated(registry, make_ctx, small):
 def test_planned_spends_name_eta_per_token(registry, small):
     params, _ = small
     plan = registry.build("defense", "snd", {**params, "eta": 75.0}).planned_spends(None)
-    assert [(g.eta, n) for g, _, n in plan] == [(75.0, 96 * 16), (75.0, 48 * 16)]
+    assert [(g.eta, n) for g, _, n in plan] == [(75.0, (96 + 48) * 16)]
     clean = registry.build("defense", "snd_clean", params).planned_spends(None)
     assert all(isinstance(g, NoGuarantee) for g, _, _ in clean)
