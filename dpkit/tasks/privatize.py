@@ -113,6 +113,13 @@ class PrivatizeText:
         if count:
             ctx.ledger.spend(guarantee, label=f"{mechanism.name} ({'documents' if per_doc else 'tokens'})",
                              count=count)
+        if hasattr(mechanism, "verbatim_mask") and docs:
+            n_verbatim = int(mechanism.verbatim_mask(torch.cat(docs).to(space.vectors.device),
+                                                     space).sum())
+            if n_verbatim:
+                ctx.ledger.spend(NoGuarantee(f"{n_verbatim} tokens released verbatim by "
+                                             f"{mechanism.name}'s policy (stop words)"),
+                                 label=f"{mechanism.name} verbatim tokens", count=n_verbatim)
         n_oov = sum(int((d < 0).sum()) for d in docs)
         if n_oov:
             ctx.ledger.spend(NoGuarantee(f"{n_oov} out-of-vocabulary tokens released verbatim "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import ClassVar
 
 import torch
@@ -11,6 +12,10 @@ import dpkit
 from dpkit.accounting import KAnonymityGuarantee
 
 from dpkit_baselines.sampling import frequency_rank, gumbel_argmax, stop_word_mask
+
+
+_SETS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+"""Output sets per (space, K, stop-word policy, frequency order), built once per process."""
 
 
 def build_groups(table: torch.Tensor, order: torch.Tensor, k: int,
@@ -86,10 +91,14 @@ class CusText:
 
     def _sets(self, space: dpkit.EmbeddingSpace) -> tuple[torch.Tensor, torch.Tensor]:
         if self._cache is None or self._cache[0] != id(space):
-            eligible = ~stop_word_mask(space) if self.keep_stop_words else None
-            group = build_groups(space.vectors.float(), frequency_rank(space, self.counts),
-                                 self.params.top_k, eligible)
-            self._cache = (id(space), group, member_table(group, self.params.top_k))
+            order = frequency_rank(space, self.counts)
+            key = (space.fingerprint, self.params.top_k, self.keep_stop_words,
+                   hashlib.sha256(order.cpu().numpy().tobytes()).hexdigest())
+            if key not in _SETS:
+                eligible = ~stop_word_mask(space) if self.keep_stop_words else None
+                group = build_groups(space.vectors.float(), order, self.params.top_k, eligible)
+                _SETS[key] = (group, member_table(group, self.params.top_k))
+            self._cache = (id(space), *_SETS[key])
         return self._cache[1], self._cache[2]
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> KAnonymityGuarantee:

@@ -11,6 +11,7 @@ from pydantic import Field
 import dpkit
 from dpkit.accounting import MetricDpGuarantee
 from dpkit.search import VocabIndex
+from dpkit_baselines.sampling import stop_word_mask
 
 
 def sample_laplace_noise(n: int, d: int, eta: float, generator: torch.Generator,
@@ -100,14 +101,24 @@ class Text2Text:
         eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η")
         metric: str = Field(default="l2", pattern="^(l2|cosine)$",
                             description="distance used to decode the noisy vector")
+        keep_stop_words: bool = Field(default=False, description="release stop words unchanged "
+                                      "(as dχ-STENCIL's comparison does; they get no protection)")
 
     def __init__(self, params: Params):
         self.params = params
         self._index: tuple[int, VocabIndex] | None = None
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
-        """η-dχ per token for the L2 distance in ``space`` (decoding is post-processing)."""
+        """η-dχ per token for the L2 distance in ``space`` (decoding is post-processing); stop words
+        kept by ``keep_stop_words`` are outside it (see :meth:`verbatim_mask`)."""
         return MetricDpGuarantee(self.params.eta, "l2", space.name if space else "", "token")
+
+    def verbatim_mask(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """``[n]`` mask of tokens released unchanged by policy (stop words when kept)."""
+        if not self.params.keep_stop_words:
+            return torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+        stop = stop_word_mask(space).to(ids.device)
+        return (ids >= 0) & stop[ids.clamp_min(0)]
 
     def index(self, space: dpkit.EmbeddingSpace) -> VocabIndex:
         """The cached nearest-neighbour index over ``space``."""
@@ -126,4 +137,6 @@ class Text2Text:
                                                generator, vectors.device)
         out = x.clone()
         out[known] = self.index(space).search(noisy, 1)[1][:, 0].to(x.device)
+        verbatim = self.verbatim_mask(x, space)
+        out[verbatim] = x[verbatim]
         return out

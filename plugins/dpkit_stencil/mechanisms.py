@@ -57,6 +57,13 @@ class Stencil:
                            stop_word_mask(space))
         return self._index[1], self._index[2]
 
+    def verbatim_mask(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """``[n]`` mask of tokens released unchanged by policy (stop words when kept, §4)."""
+        if not self.params.keep_stop_words:
+            return torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+        stop = self.index(space)[1].to(ids.device)
+        return (ids >= 0) & stop[ids.clamp_min(0)]
+
     def mixed(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
         """Window-mixed vectors ``[m, d]`` of the in-vocabulary ids of one sequence."""
         return window_mix(space.vectors[ids].float(), self.params.window, self.params.sigma)

@@ -51,8 +51,12 @@ def test_laplace_per_token_spend_and_view(setting):
 
 def test_sequence_unit_spends_per_document(setting):
     _, ctx = run(setting, "dx_stencil", {"eta": 2.0, "window": 4})
-    (spend,) = ctx.ledger.spends
+    spend, verbatim = ctx.ledger.spends
     assert spend.count == 40 and spend.guarantee.unit == "sequence"
+    # every toy document holds one stop word ("the"), released verbatim: recorded as ε = ∞
+    assert verbatim.count == 40 and verbatim.guarantee.notion == "none"
+    _, ctx = run(setting, "dx_stencil", {"eta": 2.0, "window": 4, "keep_stop_words": False})
+    assert len(ctx.ledger.spends) == 1
 
 
 def test_oov_keep_is_recorded_as_no_guarantee(setting):
