@@ -58,30 +58,35 @@ def _token_sequence(space: EmbeddingSpace, i: int, j: int,
     return a, b
 
 
-def token_pair_indices(space: EmbeddingSpace, claim: Claim, limit: int = 256) -> list[tuple[int, int]]:
+def token_pair_indices(space: EmbeddingSpace, claim: Claim, limit: int = 256,
+                       allowed: torch.Tensor | None = None) -> list[tuple[int, int]]:
     """Token pairs whose claimed ε is closest to each target (metric DP), or the nearest,
-    median and farthest pairs (constant-ε claims)."""
+    median and farthest pairs (constant-ε claims); only pairs in ``allowed`` ``[m, m]``."""
     vecs = space.vectors[:limit].double().cpu()
     dist = torch.cdist(vecs, vecs)
     n = dist.shape[0]
     dist.fill_diagonal_(float("inf"))
+    if allowed is not None:
+        dist[~allowed.cpu()[:n, :n]] = float("inf")
+    if not torch.isfinite(dist).any():
+        return []
     chosen: list[tuple[int, int]] = []
+    finite = dist[torch.isfinite(dist)]
     if claim.kind == "metric":
         for target in TARGET_CLAIMS:
             flat = (dist * claim.eta - target).abs().argmin().item()
             chosen.append(divmod(flat, n))
-    else:
-        finite = dist[torch.isfinite(dist)]
-        for q in (0.0, 0.5, 1.0):
-            value = torch.quantile(finite, q)
-            flat = (dist - value).abs().argmin().item()
-            chosen.append(divmod(flat, n))
+    for q in ((0.0, 0.02, 0.1, 0.3) if claim.kind == "metric" else (0.0, 0.5, 1.0)):
+        value = torch.quantile(finite, q)
+        flat = (dist - value).abs().argmin().item()
+        chosen.append(divmod(flat, n))
     return list(dict.fromkeys((min(a, b), max(a, b)) for a, b in chosen))
 
 
 def select_pairs(domain: str, space: EmbeddingSpace, claim: Claim, gen: torch.Generator,
-                 sensitivity: float = 1.0) -> list[AuditPair]:
-    """Input pairs at several distances: synthetic pairs at chosen claims plus real token pairs."""
+                 sensitivity: float = 1.0, allowed: torch.Tensor | None = None) -> list[AuditPair]:
+    """Input pairs at several distances: synthetic pairs at chosen claims plus real token pairs
+    (token pairs restricted to ``allowed``, e.g. one anonymity set, when given)."""
     seq = sequence_unit(claim)
     pairs: list[AuditPair] = []
     vecs = space.vectors.detach().cpu().float()
@@ -106,7 +111,7 @@ def select_pairs(domain: str, space: EmbeddingSpace, claim: Claim, gen: torch.Ge
             pairs.append(_pair(space, vecs[i], vecs[j], claim, seq, gen,
                                f"{space.tokens[i]!r} vs {space.tokens[j]!r}"))
         return pairs
-    for i, j in token_pair_indices(space, claim):
+    for i, j in token_pair_indices(space, claim, allowed=allowed):
         distance = float((vecs[i] - vecs[j]).norm())
         if seq:
             a, b = _token_sequence(space, i, j, gen)

@@ -70,6 +70,7 @@ class AuditReport:
     checks: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     samples_drawn: int = 0
+    draw_seconds: float = 0.0
 
     @property
     def headline(self) -> Finding | None:

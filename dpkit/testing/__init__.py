@@ -1,0 +1,30 @@
+"""Test helpers for plug-in authors: contract suites and hypothesis strategies.
+
+``from dpkit.testing import MechanismContract`` and subclass it in your tests. Strategies for
+accounting and token mechanisms live in ``strategies_accounting`` / ``strategies_tokens`` and are
+re-exported here when installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from dpkit.testing.contracts import AttackContract, DefenseContract, MechanismContract
+from dpkit.testing.samples import same_distribution
+
+__all__ = [
+    "AttackContract",
+    "DefenseContract",
+    "MechanismContract",
+    "same_distribution",
+    "strategies",
+]
+
+_LAZY = ("strategies", "strategies_accounting", "strategies_tokens")
+
+
+def __getattr__(name: str):
+    """Import the strategy modules on first use (hypothesis is a test-only dependency)."""
+    if name in _LAZY:
+        return importlib.import_module(f"dpkit.testing.{name}")
+    raise AttributeError(f"module 'dpkit.testing' has no attribute {name!r}")
