@@ -1,0 +1,94 @@
+"""End-to-end smoke of hiddenecho / hiddenecho_full / hiddenecho_ldp on a tiny encoder."""
+
+import random
+
+import pytest
+import torch
+
+import dpkit
+from dpkit.accounting import Ledger, MetricDpGuarantee
+from dpkit.context import RunContext
+from dpkit.data.types import TextDataset, TextSplit
+from dpkit.errors import BudgetExceededError
+from dpkit.models import tiny_encoder
+from dpkit.plugins import get_registry
+
+POS, NEG = ["good", "great", "love", "fresh"], ["bad", "hate", "rotten", "plot"]
+FILLER = ["the", "movie", "film", "story", "actor", "was", "a", "and", "it"]
+SMALL = {"eta": 40.0, "epochs": 1, "batch_size": 16, "train_examples": 32, "test_examples": 16,
+         "lora_rank": 2}
+HE = {**SMALL, "reduction_factor": 4, "denoiser_heads": 2, "ig_samples": 4, "ig_steps": 2,
+      "mine_tokens": 32}
+
+
+def toy_dataset(n=48, seed=0):
+    rng = random.Random(seed)
+    labels = [i % 2 for i in range(n)]
+    docs = []
+    for y in labels:
+        words = [rng.choice(FILLER) for _ in range(6)] + [rng.choice(POS if y else NEG)] * 2
+        rng.shuffle(words)
+        docs.append(" ".join(words))
+    return TextDataset("toy_sentiment", {"train": TextSplit(docs[:32], labels[:32]),
+                                         "test": TextSplit(docs[32:], labels[32:])}, ("neg", "pos"))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return get_registry(), toy_dataset(), tiny_encoder(32, 3, 2, 0)
+
+
+def run(setup, name, params, ledger=None):
+    registry, dataset, model = setup
+    ctx = RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=0,
+                     ledger=ledger or Ledger(), registry=registry)
+    return registry.build("defense", name, params).run(ctx), ctx
+
+
+def test_hiddenecho_trains_meters_and_spends(setup):
+    before = {k: v.clone() for k, v in setup[2].server.state_dict().items()}
+    result, ctx = run(setup, "hiddenecho", HE)
+    m = result.metrics
+    assert 0.0 <= m["auc"] <= 1.0 and 0.0 <= m["ep"] <= 1.0 and m["epoch_cpu_seconds"] > 0
+    assert m["layers_sent"] == 2 and m["width_sent"] == 8
+    spends = ctx.ledger.spends
+    assert len(spends) == 1 and spends[0].count == m["tokens_privatized"]
+    assert spends[0].guarantee == MetricDpGuarantee(40.0, "l2", "tiny-encoder", "token")
+    assert result.wire_bytes["total"] == sum(v for k, v in result.wire_bytes.items() if k != "total")
+    assert result.wire_bytes["train_up_gradients"] == result.wire_bytes["train_down_hidden_states"]
+    view = result.view
+    assert view.observed["embeddings"].shape == (view.truth["token_ids"].numel(), 32)
+    specials = setup[2].special_token_ids()
+    assert not torch.isin(view.truth["token_ids"], specials).any()
+    after = setup[2].server.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before), "the shared model was modified"
+
+
+def test_full_sends_more_bytes_than_hiddenecho_and_ldp_sends_one_layer(setup):
+    he, _ = run(setup, "hiddenecho", HE)
+    full, _ = run(setup, "hiddenecho_full", {**HE, "reduction_factor": 4})
+    ldp, _ = run(setup, "hiddenecho_ldp", SMALL)
+    assert full.metrics["layers_sent"] == 3 and full.metrics["width_sent"] == 32
+    assert ldp.metrics["layers_sent"] == 1
+    down = "bytes_down_per_batch_eval"
+    assert he.metrics[down] * 4 * 3 == pytest.approx(full.metrics[down] * 2)  # 2·d/4 vs 3·d
+    assert ldp.metrics["ep"] == he.metrics["ep"]  # same noise stream, same transmitted embeddings
+
+
+def test_ablations_are_params(setup):
+    res, _ = run(setup, "hiddenecho", {**HE, "layers": "fixed", "reduction": "linear",
+                                       "residual": False})
+    assert res.metrics["layers_sent"] == 2 and res.metrics["width_sent"] == 8
+    with pytest.raises(dpkit.errors.ParamsError, match="reduction"):
+        setup[0].build("defense", "hiddenecho_full", {"eta": 1.0, "reduction": "ib"})
+
+
+def test_budget_ceiling_refuses_before_any_noise(setup, monkeypatch):
+    import dpkit_hiddenecho.defense as defense
+
+    def fail(*args, **kwargs):
+        raise AssertionError("noise was drawn before the ledger accepted the spend")
+
+    monkeypatch.setattr(defense, "privatize_split", fail)
+    with pytest.raises(BudgetExceededError):
+        run(setup, "hiddenecho_ldp", SMALL, Ledger(ceiling={"eta": 10.0}))
