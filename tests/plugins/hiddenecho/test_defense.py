@@ -41,7 +41,8 @@ def setup():
 def run(setup, name, params, ledger=None):
     registry, dataset, model = setup
     ctx = RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=0,
-                     ledger=ledger or Ledger(), registry=registry)
+                     ledger=ledger if ledger is not None else Ledger(),
+                     registry=registry)
     return registry.build("defense", name, params).run(ctx), ctx
 
 
@@ -91,4 +92,4 @@ def test_budget_ceiling_refuses_before_any_noise(setup, monkeypatch):
 
     monkeypatch.setattr(defense, "privatize_split", fail)
     with pytest.raises(BudgetExceededError):
-        run(setup, "hiddenecho_ldp", SMALL, Ledger(ceiling={"eta": 10.0}))
+        run(setup, "hiddenecho_ldp", SMALL, Ledger(ceiling={"eta": 100.0}))
