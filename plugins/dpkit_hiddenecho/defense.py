@@ -62,7 +62,7 @@ class HiddenEchoLdp:
         work = private_copy(model)
         n_classes = len(ctx.dataset.label_names or ()) or int(data["train"].labels.max()) + 1
         layout = self.layout(work, data["train"], ctx)
-        attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets)
+        attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets, p.lora_layers)
         pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
         wire = WireMeter()
         proto = SplitProtocol(work, layout, n_classes, pooling, wire,

@@ -20,6 +20,8 @@ class SplitTrainingParams(dpkit.Params):
     lora_lr: float = Field(5e-4, gt=0, le=1.0, description="AdamW rate of LoRA and server maps")
     lora_rank: int = Field(8, ge=1, le=256)
     lora_alpha: float = Field(16.0, gt=0)
+    lora_layers: int | None = Field(None, ge=1, description="adapt only the last n blocks "
+                                    "(None: all, as in the paper)")
     lora_targets: list[str] | None = Field(None, description="LoRA module names (None: peft's "
                                            "default for the model type)")
     max_length: int = Field(64, ge=4, le=2048, description="tokens kept per text")

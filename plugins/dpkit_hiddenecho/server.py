@@ -23,13 +23,18 @@ def private_copy(split_model):
 
 
 def attach_lora(split_model, rank: int, alpha: float, dropout: float,
-                targets: list[str] | None) -> int:
-    """Freeze the server body and wrap it with LoRA adapters (peft); returns trainable count."""
+                targets: list[str] | None, top_layers: int | None = None) -> int:
+    """Freeze the server body and wrap it with LoRA adapters (peft); returns trainable count.
+
+    ``top_layers`` limits the adapters to the last n blocks (backward then stops there).
+    """
     import peft
 
     split_model.server.requires_grad_(False)
+    n = split_model.num_layers
+    layers = None if top_layers is None else list(range(max(n - top_layers, 0), n))
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
-                             target_modules=targets or None)
+                             target_modules=targets or None, layers_to_transform=layers)
     try:
         split_model.server = peft.get_peft_model(split_model.server, config)
     except ValueError as exc:

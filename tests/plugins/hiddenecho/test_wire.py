@@ -61,3 +61,10 @@ def test_protocol_bytes_equal_tensor_sizes(layers, width, on_server, denoise):
     probs = proto.predict(noisy, clean, mask)
     assert torch.allclose(probs.sum(-1), torch.ones(b))
     assert wire.bytes("eval") == b * n * d * 4 + b * n + hidden
+
+
+def test_lora_on_top_layers_only():
+    model = tiny_encoder(32, 3, 2, 0)
+    attach_lora(model, 2, 4.0, 0.0, None, top_layers=1)
+    names = [n for n, p in model.server.named_parameters() if p.requires_grad]
+    assert names and all("layer.2." in n and "lora_" in n for n in names)
