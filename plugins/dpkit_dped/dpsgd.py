@@ -115,8 +115,8 @@ class DpedDpsgd:
     def spends_for(self, z: float) -> list:
         """Ledger entries for noise multiplier ``z``: one grouped entry, count = steps."""
         p = self.params
-        label = f"DP-SGD step (q={p.sampling_rate}, z={z:.4g}, C={p.max_grad_norm})"
-        return [(DpGuarantee(dpsgd_event(z, p.sampling_rate, 1), description=label), label, p.steps)]
+        label = f"DP-SGD step, one document per sample (C={p.max_grad_norm})"
+        return [(DpGuarantee(dpsgd_event(z, p.sampling_rate, 1)), label, p.steps)]
 
     def planned_spends(self, privacy) -> list:
         """The ledger entries a run will record."""

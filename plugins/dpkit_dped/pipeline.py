@@ -56,22 +56,26 @@ def gensim_kwargs(p, ctx, stream: str) -> dict:
                 seed=ctx.numpy_seed(stream) % (2**31), workers=p.workers)
 
 
+def single_model(ctx, setup: Setup, p, which: str, texts: list[str]) -> WordModel:
+    """One skip-gram on ``texts`` with the shared settings, cached under ``which``."""
+    folder = ctx.artifact_dir("dped", cache_key(which, setup.key, p.dim, p.epochs, p.negative))
+
+    def build() -> list[WordModel]:
+        ctx.say(f"training the {which} skip-gram on {len(texts)} documents")
+        return [train_gensim(sentences(texts, setup.vocab), setup.vocab,
+                             **gensim_kwargs(p, ctx, f"dped-{which}"))]
+
+    return cached_models(folder, build)[0].to(ctx.device)
+
+
 def public_model(ctx, setup: Setup, p) -> WordModel:
     """Skip-gram on the public corpus alone (alignment reference; the public-only baseline)."""
-    key = cache_key("public", setup.key, p.dim, p.epochs, p.negative)
-    folder = ctx.artifact_dir("dped", key)
-    build = lambda: [train_gensim(sentences(setup.public_texts, setup.vocab), setup.vocab,
-                                  **gensim_kwargs(p, ctx, "dped-public"))]
-    return cached_models(folder, build)[0].to(ctx.device)
+    return single_model(ctx, setup, p, "public", setup.public_texts)
 
 
 def nonprivate_model(ctx, setup: Setup, p) -> WordModel:
     """Skip-gram on the whole private training corpus (no privacy)."""
-    key = cache_key("nonprivate", setup.key, p.dim, p.epochs, p.negative)
-    folder = ctx.artifact_dir("dped", key)
-    build = lambda: [train_gensim(sentences(setup.private_texts, setup.vocab), setup.vocab,
-                                  **gensim_kwargs(p, ctx, "dped-nonprivate"))]
-    return cached_models(folder, build)[0].to(ctx.device)
+    return single_model(ctx, setup, p, "nonprivate", setup.private_texts)
 
 
 def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:

@@ -50,17 +50,17 @@ class NoisePlan:
         out = []
         if self.sigma_threshold is not None:
             out.append((dp_accounting.GaussianDpEvent(self.sigma_threshold / THRESHOLD_SENSITIVITY),
-                        "threshold check (noisy top count, sensitivity 1)"))
+                        "threshold check, noisy top count (Δ=1)"))
         out.append((dp_accounting.GaussianDpEvent(self.sigma_votes / VOTES_SENSITIVITY),
-                    "GNMax vote histogram (L2 sensitivity √2)"))
+                    "GNMax vote histogram (Δ₂=√2)"))
         if self.sigma_hidden is not None:
             out.append((dp_accounting.GaussianDpEvent(self.sigma_hidden / self.hidden_sens),
-                        f"mean of clipped teacher vectors (sensitivity 2C/N = {self.hidden_sens:.4g})"))
+                        f"mean of clipped teacher vectors (Δ₂=2C/N={self.hidden_sens:.4g})"))
         return out
 
     def spends(self) -> list[tuple[object, str, int]]:
         """(guarantee, label, count) for the ledger, grouped: count = number of queries."""
-        out = [(DpGuarantee(ev, description=label), label, self.queries)
+        out = [(DpGuarantee(ev), label, self.queries)
                for ev, label in self.per_query_events()]
         if self.faithful:
             out.insert(0, (NoGuarantee(FAITHFUL_REASON), "noiseless rare-word threshold (faithful)", 1))
