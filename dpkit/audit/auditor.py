@@ -44,6 +44,14 @@ def build_mechanism(mechanism: Any, params: dict | None = None, registry: Any = 
     return cls(validate_params(cls, params or {}))
 
 
+def check_settings(samples: int, confidence: float) -> None:
+    """Raise AuditError for a sample count or confidence the auditor cannot use."""
+    if not 0.5 <= confidence < 1:
+        raise AuditError(f"confidence must lie in [0.5, 1), got {confidence!r}; e.g. 0.95")
+    if samples < 100:
+        raise AuditError(f"samples must be ≥ 100 draws per input, got {samples!r}")
+
+
 def audit(mechanism: Any, params: dict | None = None, *, samples: int = 4000,
           confidence: float = 0.95, seed: int = 0, space: EmbeddingSpace | None = None,
           delta: float = 1e-5, device: str = "cpu", registry: Any = None,
@@ -55,10 +63,7 @@ def audit(mechanism: Any, params: dict | None = None, *, samples: int = 4000,
     confidence bound on ε above the claim by more than ``rel_tol``·claim + ``abs_tol``, so a
     correct mechanism fails with probability at most 1 − ``confidence``.
     """
-    if not 0.5 <= confidence < 1:
-        raise AuditError(f"confidence must lie in [0.5, 1), got {confidence!r}; e.g. 0.95")
-    if samples < 100:
-        raise AuditError(f"samples must be ≥ 100 draws per input, got {samples!r}")
+    check_settings(samples, confidence)
     start = time.perf_counter()
     mech = build_mechanism(mechanism, params, registry)
     dev = resolve_device(device)
@@ -111,7 +116,7 @@ def _run(mech: Any, space: EmbeddingSpace, claim: Claim, report: AuditReport, se
     has_probs = callable(getattr(mech, "output_log_probs", None)) and domain == "token" and per_row
     allowed = _anonymity_pairs(mech, space, claim, exact_tokens, dev, has_probs)
     candidates = select_pairs(domain, space, claim, pair_gen, sensitivity, allowed)
-    steps = min(len(candidates), KEEP_PAIRS) + 2
+    steps = min(len(candidates), KEEP_PAIRS if per_row else 2) + 2
     pairs = _screen(mech, candidates, space, claim, draw_gen, per_row, report)
     if progress:
         progress(1, steps, f"screened {len(candidates)} input pairs")
@@ -172,11 +177,13 @@ def _draw_pair(mech: Any, pair: AuditPair, n: int, space: EmbeddingSpace, gen: t
 
 def _screen(mech: Any, candidates: list[AuditPair], space: EmbeddingSpace, claim: Claim,
             gen: torch.Generator, per_row: bool, report: AuditReport) -> list[AuditPair]:
-    """Keep the :data:`KEEP_PAIRS` candidates whose quick draws look most distinguishable
-    relative to their claim (worst-case seeking; these draws are not reused for the verdict)."""
-    if len(candidates) <= KEEP_PAIRS:
+    """Keep the :data:`KEEP_PAIRS` (2 for sequence mechanisms) candidates whose quick draws look
+    most distinguishable relative to their claim (worst-case seeking; these draws are not
+    reused for the verdict)."""
+    keep = KEEP_PAIRS if per_row else 2  # sequence mechanisms are drawn one call per draw
+    if len(candidates) <= keep:
         return candidates
-    n = max(128, min(report.samples // 8, 1000))
+    n = max(128, min(report.samples // 8, 1000)) if per_row else 64
     scores = []
     for pair in candidates:
         ys_x, ys_xp = _draw_pair(mech, pair, n, space, gen, per_row, report)
@@ -189,7 +196,7 @@ def _screen(mech: Any, candidates: list[AuditPair], space: EmbeddingSpace, claim
             event = blackbox.continuous_event(ys_x, ys_xp, stats, claim.delta)
         scores.append(event.score - pair.claimed)
     order = sorted(range(len(candidates)), key=lambda i: -scores[i])
-    return [candidates[i] for i in order[:KEEP_PAIRS]]
+    return [candidates[i] for i in order[:keep]]
 
 
 def _anonymity_pairs(mech: Any, space: EmbeddingSpace, claim: Claim, limit: int,

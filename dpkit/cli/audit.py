@@ -59,13 +59,17 @@ def load_space(name: str, params: dict, device: str):
 def _audit(args) -> int:
     from tqdm import tqdm
 
-    from dpkit.audit import audit
+    from dpkit.audit import audit, build_mechanism
+    from dpkit.audit.auditor import check_settings
 
     params = _json_arg("--params", args.params)
+    check_settings(args.samples, args.confidence)
+    mechanism = build_mechanism(args.name, params)  # bad names and params fail before the bar
     space = None
     if args.space:
         space = load_space(args.space, _json_arg("--space-params", args.space_params), args.device)
-    bar = tqdm(total=1, desc=f"audit {args.name}", file=sys.stderr, unit="step", leave=False)
+    bar = tqdm(total=1, desc=f"audit {args.name}", file=sys.stderr, unit="step", leave=False,
+               disable=None)
 
     def progress(done: int, total: int, label: str) -> None:
         bar.total = total
@@ -74,7 +78,7 @@ def _audit(args) -> int:
         bar.refresh()
 
     try:
-        report = audit(args.name, params, samples=args.samples, confidence=args.confidence,
+        report = audit(mechanism, None, samples=args.samples, confidence=args.confidence,
                        seed=args.seed, space=space, delta=args.delta, device=args.device,
                        progress=progress)
     finally:

@@ -146,7 +146,33 @@ class RefRandomizedResponse:
         return torch.where(coin, x, other)
 
 
+class GeneratedSpaceModel:
+    """A model source that loads to a generated EmbeddingSpace (exercises ``--space``)."""
+
+    name: ClassVar[str] = "audit_generated_space"
+
+    class Params(dpkit.Params):
+        """Vocabulary size and dimension."""
+
+        vocab: int = Field(default=20, ge=2)
+        dim: int = Field(default=3, ge=1)
+
+    def __init__(self, params):
+        self.params = params
+
+    def load(self, device):
+        """The space on ``device``."""
+        from dpkit.audit import make_test_space
+        return make_test_space(self.params.vocab, self.params.dim, seed=5).to(device)
+
+
 MECHANISMS = (RefLaplace, RefExponential, RefGaussian, RefRandomizedResponse)
+
+
+@dpkit.hookimpl
+def dpkit_register_models(register):
+    """Register the generated-space model."""
+    register(GeneratedSpaceModel)
 
 
 @dpkit.hookimpl
