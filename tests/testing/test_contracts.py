@@ -1,0 +1,138 @@
+"""The contract suites: they pass on correct mechanisms and catch broken ones."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from dpkit.testing import AttackContract, MechanismContract, same_distribution, strategies
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "audit"))
+
+import broken  # noqa: E402
+import reference  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def test_plugins():
+    from dpkit.plugins import get_plugin_system, register_plugin
+
+    for name, module in (("audit_reference", reference), ("audit_broken", broken)):
+        if name not in get_plugin_system().info:
+            register_plugin(module, name)
+
+
+class TestRefLaplaceContract(MechanismContract):
+    mechanism = "ref_laplace"
+    params = {"eta": 2.0}
+    invalid_params = [{"eta": -1.0}, {"eta": 0}, {}]
+
+
+class TestRefExponentialContract(MechanismContract):
+    mechanism = reference.RefExponential  # a class works as well as a registered name
+    params = {"epsilon": 1.0}
+    invalid_params = [{"epsilon": "high"}]
+    audit_samples = 800
+
+
+class TestBuiltInLaplaceContract(MechanismContract):
+    mechanism = "laplace_dx"
+    params = {"eta": 4.0}
+    invalid_params = [{"eta": -4.0}, {"eta": 4.0, "clip_bound": 0}]
+
+    @pytest.fixture(autouse=True)
+    def _needs_plugin(self):
+        from dpkit.plugins import get_registry
+        if "laplace_dx" not in get_registry().entries["mechanism"]:
+            pytest.skip("laplace_dx not registered")
+
+
+class BrokenIdentity(MechanismContract):
+    mechanism = "broken_identity_substitution"
+    params = {"epsilon": 1.0}
+    audit_samples = 400
+
+
+def test_contract_audit_catches_a_broken_mechanism():
+    with pytest.raises(AssertionError, match="FAIL"):
+        BrokenIdentity().test_audit_does_not_fail()
+
+
+def test_contract_catches_unvalidated_params():
+    class Loose(MechanismContract):
+        mechanism = "ref_laplace"
+        params = {"eta": 1.0}
+        invalid_params = [{"eta": 2.0}]  # valid, so the contract must complain
+
+    with pytest.raises(pytest.fail.Exception):
+        Loose().test_invalid_params_rejected()
+
+
+class RowCoupled(reference.RefLaplace):
+    """Adds the same noise to every row of a batch: batching changes the law."""
+
+    name = "row_coupled"
+
+    def privatize(self, x, *, space=None, generator):
+        noise = reference.laplace_noise(1, x.shape[1], self.params.eta, generator, x.device)
+        return x + noise
+
+
+def test_contract_catches_batch_dependence():
+    class Coupled(MechanismContract):
+        mechanism = RowCoupled
+        params = {"eta": 1.0}
+
+    with pytest.raises(AssertionError, match="batching"):
+        Coupled().test_batch_invariance()
+
+
+def test_same_distribution_tells_laws_apart():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.zeros(3)
+    a = torch.randn(500, 3, generator=gen)
+    assert same_distribution(a, torch.randn(500, 3, generator=gen), x)
+    assert not same_distribution(a, 2 * torch.randn(500, 3, generator=gen), x)
+    ids = torch.randint(5, (500, 1), generator=gen)
+    assert same_distribution(ids, torch.randint(5, (500, 1), generator=gen), x)
+    assert not same_distribution(ids, torch.randint(3, (500, 1), generator=gen), x)
+
+
+@settings(max_examples=25, deadline=None)
+@given(strategies.valid_params(reference.RefLaplace.Params))
+def test_valid_params_strategy_respects_bounds(params):
+    assert reference.RefLaplace.Params.model_validate(params).eta > 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(strategies.embedding_spaces(max_vocab=12), strategies.embedding_batches(dim=3))
+def test_space_and_batch_strategies(space, batch):
+    assert space.vectors.shape == (space.size, space.dim) and 4 <= space.size <= 12
+    assert batch.shape[1] == 3 and batch.abs().max() <= 3.0
+
+
+@settings(max_examples=15, deadline=None)
+@given(strategies.embedding_spaces(max_vocab=10).flatmap(
+    lambda s: strategies.token_id_sequences(s, max_len=6).map(lambda ids: (s, ids))))
+def test_exponential_log_ratio_bounded_for_any_space(case):
+    """A property test built from the strategies: ε·d holds for every pair in any space."""
+    space, _ = case
+    mech = reference.RefExponential(reference.RefExponential.Params(epsilon=1.3))
+    lp = mech.output_log_probs(torch.arange(space.size), space)
+    worst = (lp.unsqueeze(1) - lp.unsqueeze(0)).amax(-1)
+    dist = torch.cdist(space.vectors.double(), space.vectors.double())
+    assert (worst <= 1.3 * dist + 1e-9).all()
+
+
+class TestNnInversionAttackContract(AttackContract):
+    attack = "nn_inversion"
+    params = {}
+    invalid_params = [{"k": -3}]
+
+    @pytest.fixture(autouse=True)
+    def _needs_plugin(self):
+        from dpkit.plugins import get_registry
+        if "nn_inversion" not in get_registry().entries["attack"]:
+            pytest.skip("nn_inversion not registered")
