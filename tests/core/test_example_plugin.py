@@ -23,7 +23,7 @@ def run(*args, env):
 def test_example_plugin_is_listed():
     result = run("plugins", "--json", env={"DPKIT_LOAD_PLUGINS": "example"})
     table = {p["name"]: p for p in json.loads(result.stdout)}
-    assert table["example"]["components"] == {"mechanism": ["randomized_response"]}
+    assert table["example"]["components"] == {"mechanism": ["clipped_gaussian"]}
     assert table["example"]["version"] == "0.1.0"
     assert not table["example"]["errors"]
 
@@ -34,7 +34,7 @@ def test_example_mechanism_runs_from_a_spec(tmp_path):
 name: rr
 data: {{name: toy_text, params: {{n_docs: 40}}}}
 model: {{name: toy_space}}
-mechanism: {{name: randomized_response, params: {{epsilon: 1}}, sweep: {{epsilon: [0.5, 8]}}}}
+mechanism: {{name: clipped_gaussian, params: {{clip: 3.0}}, sweep: {{noise_multiplier: [0.02, 2.0]}}}}
 device: cpu
 output: {tmp_path / 'out'}
 """)
@@ -42,6 +42,6 @@ output: {tmp_path / 'out'}
     result = run("run", spec, "--no-progress", env=env)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
-    low, high = sorted(rows, key=lambda r: r["params"]["epsilon"])
-    assert low["metrics"]["token_preservation"] < high["metrics"]["token_preservation"]
-    assert low["privacy"]["epsilon"] < high["privacy"]["epsilon"]
+    little, much = sorted(rows, key=lambda r: r["params"]["noise_multiplier"])
+    assert much["metrics"]["token_preservation"] < little["metrics"]["token_preservation"]
+    assert much["privacy"]["epsilon"] < little["privacy"]["epsilon"]

@@ -1,4 +1,4 @@
-"""Example dpkit plug-in: k-ary randomized response on tokens (ε-DP per token).
+"""Example dpkit plug-in: the Gaussian mechanism on clipped token embeddings ((ε, δ)-DP per token).
 
 Copy this folder, rename the package and the entry point, replace the mechanism.
 """
@@ -15,47 +15,52 @@ import dpkit
 from dpkit.accounting import DpGuarantee
 
 
-class RandomizedResponse:
-    """Keep each token with probability e^ε/(e^ε+V−1), else draw another token uniformly."""
+class ClippedGaussian:
+    """Clip each token embedding to L2 norm C, add N(0, (z·2C)²) noise per coordinate.
 
-    name = "randomized_response"
-    domain = "token"
+    Replacing one token moves its clipped vector by at most 2C (L2), so with noise multiplier z
+    the release is the Gaussian mechanism of sensitivity 2C: ``GaussianDpEvent(z)`` per token.
+    """
+
+    name = "clipped_gaussian"
+    domain = "embedding"
 
     class Params(dpkit.Params):
-        epsilon: float = Field(1.0, gt=0, le=50, description="ε per token")
+        noise_multiplier: float = Field(1.0, gt=0, le=1e4, description="σ / sensitivity")
+        clip: float = Field(1.0, gt=0, description="L2 norm bound C of a token embedding")
 
     def __init__(self, params: Params):
         self.params = params
 
-    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> DpGuarantee:
-        """Pure ε-DP per token (δ = 0), whatever the vocabulary."""
-        event = dp_accounting.EpsilonDeltaDpEvent(self.params.epsilon, 0.0)
-        return DpGuarantee(event, f"{self.params.epsilon}-DP k-ary randomized response per token")
+    @property
+    def sigma(self) -> float:
+        """Per-coordinate noise standard deviation: z·2C."""
+        return self.params.noise_multiplier * 2 * self.params.clip
 
-    def keep_probability(self, vocab_size: int) -> float:
-        """Probability of returning the input token."""
-        return 1.0 / (1.0 + (vocab_size - 1) * math.exp(-self.params.epsilon))
+    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> DpGuarantee:
+        """Gaussian mechanism with the declared noise multiplier, per token."""
+        event = dp_accounting.GaussianDpEvent(self.params.noise_multiplier)
+        return DpGuarantee(event, f"Gaussian z={self.params.noise_multiplier} on embeddings "
+                                  f"clipped to {self.params.clip} (sensitivity 2C), per token")
+
+    def clip_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Scale rows whose L2 norm exceeds C back onto the ball of radius C."""
+        norms = x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return x * (self.params.clip / norms).clamp(max=1.0)
 
     def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace | None,
                   generator: torch.Generator) -> torch.Tensor:
-        """Randomize a sequence of token ids ``[n]`` (batched; no loop over tokens)."""
-        if space is None:
-            raise ValueError("randomized_response needs the vocabulary (space) to draw from")
-        v = space.size
-        keep = torch.rand(x.shape, generator=generator, device=x.device) < self.keep_probability(v)
-        # a uniform draw among the V-1 other tokens: shift by 1..V-1 modulo V
-        shift = torch.randint(1, v, x.shape, generator=generator, device=x.device)
-        return torch.where(keep, x, (x + shift) % v)
+        """Noisy clipped embeddings ``[n, d]`` (batched; no loop over tokens)."""
+        noise = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+        return self.clip_rows(x) + self.sigma * noise
 
-    def output_log_probs(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
-        """Exact ``[n, V]`` log-probabilities of each output token (for the auditor)."""
-        v = space.size
-        p_keep = self.keep_probability(v)
-        out = torch.full((ids.numel(), v), math.log((1 - p_keep) / (v - 1)))
-        out[torch.arange(ids.numel()), ids.flatten().cpu()] = math.log(p_keep)
-        return out
+    def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Exact ``log p(y | x)`` per row (for the auditor)."""
+        d = x.shape[-1]
+        sq = ((y - self.clip_rows(x)) ** 2).sum(dim=-1)
+        return -sq / (2 * self.sigma**2) - d * math.log(self.sigma * math.sqrt(2 * math.pi))
 
 
 @dpkit.hookimpl
 def dpkit_register_mechanisms(register):
-    register(RandomizedResponse)
+    register(ClippedGaussian)
