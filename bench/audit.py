@@ -44,7 +44,8 @@ def run(samples: int, seed: int, names: list[str]) -> list[dict]:
             "mechanism": name, "params": BUILT_INS[name], "verdict": report.verdict.value,
             "claimed": head.claimed if head else None, "measured": head.measured if head else None,
             "strategies": report.strategies, "samples_drawn": report.samples_drawn,
-            "draws_per_s": report.samples_drawn / report.draw_seconds if report.draw_seconds else None,
+            "draws_per_s": (report.samples_drawn / report.draw_seconds
+                            if report.draw_seconds else None),
             "verdict_s": report.seconds,
             "overhead": report.seconds / report.draw_seconds if report.draw_seconds else None,
         })

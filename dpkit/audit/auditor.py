@@ -13,6 +13,7 @@ from dpkit.audit import blackbox, exact
 from dpkit.audit.claims import Claim
 from dpkit.audit.inputs import AuditPair, draw, make_test_space, select_pairs, sequence_unit
 from dpkit.audit.report import AuditReport, Finding, Verdict
+from dpkit.audit.verdict import decide
 from dpkit.audit.stats import certifiable_epsilon
 from dpkit.context import derive_seed, resolve_device
 from dpkit.errors import AuditError
@@ -84,7 +85,7 @@ def audit(mechanism: Any, params: dict | None = None, *, samples: int = 4000,
         return report
     with _few_threads(dev, space):
         _run(mech, space, claim, report, seed, dev, progress, exact_tokens)
-    _decide(report, claim, rel_tol, abs_tol)
+    decide(report, rel_tol, abs_tol, GOF_LEVEL)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -159,7 +160,8 @@ def _run(mech: Any, space: EmbeddingSpace, claim: Claim, report: AuditReport, se
         report.checks["sampler_matches_declared_law"] = bool(p_min >= alpha * GOF_LEVEL)
     report.checks["exact_findings"] = exact_findings
     per_pair_alpha = alpha / max(len(pairs), 1)
-    report.checks["certifiable_epsilon"] = certifiable_epsilon(n - half, per_pair_alpha, claim.delta)
+    report.checks["certifiable_epsilon"] = certifiable_epsilon(n - half, per_pair_alpha,
+                                                               claim.delta)
     if progress:
         progress(steps, steps, "verdict")
 
@@ -244,38 +246,3 @@ def _discrete_exact(mech: Any, space: EmbeddingSpace, claim: Claim, report: Audi
     worst, closest = exact.discrete_exact(log_probs, torch.cdist(vecs, vecs), claim, groups,
                                           space.tokens, ids)
     return [f for f in (worst, closest) if f is not None]
-
-
-def _decide(report: AuditReport, claim: Claim, rel_tol: float, abs_tol: float) -> None:
-    """Set the verdict, reason and witness from the findings and checks."""
-    alpha = 1 - report.confidence
-    exact_findings: list[Finding] = report.checks.pop("exact_findings", [])
-    trusted = report.checks.get("sampler_matches_declared_law", True)
-    failures = [f for f in report.findings if f.violates(rel_tol, abs_tol)]
-    if trusted:
-        report.findings.extend(exact_findings)
-        failures += [f for f in exact_findings if f.violates(rel_tol, abs_tol)]
-    if failures:
-        report.verdict = Verdict.FAIL
-        report.witness = max(failures, key=lambda f: f.measured - f.claimed)
-        report.reason = f"the guarantee is refuted: {report.witness.event}"
-        return
-    if "anonymity_violation" in report.checks:
-        report.verdict = Verdict.FAIL
-        report.reason = report.checks["anonymity_violation"]
-        return
-    if not trusted:
-        report.verdict = Verdict.INCONCLUSIVE
-        report.reason = (f"the draws do not follow the declared output law (p = "
-                         f"{report.checks['sampler_matches_declared_law_p']:.2g} < {alpha * GOF_LEVEL:g}); "
-                         "exact values were not used and sampling found no violation")
-        return
-    reach = report.checks["certifiable_epsilon"]
-    if not exact_findings and all(f.claimed >= reach for f in report.findings):
-        report.verdict = Verdict.INCONCLUSIVE
-        report.reason = (f"with {report.samples} draws per input no event can show ε above "
-                         f"{reach:.3g}, below every tested claim; raise --samples")
-        return
-    report.verdict = Verdict.PASS
-    report.reason = ("no evidence against the claim (a PASS is not a proof)"
-                     + ("; exact values used" if exact_findings else ""))

@@ -69,7 +69,8 @@ class Claim:
                        k_requested=guarantee.k_requested, k_achieved=guarantee.k_achieved,
                        share_below_k=guarantee.share_below_k)
         if isinstance(guarantee, NoGuarantee):
-            return cls("none", math.inf, 0.0, description=f"no guarantee (ε = ∞): {guarantee.reason}")
+            return cls("none", math.inf, 0.0,
+                       description=f"no guarantee (ε = ∞): {guarantee.reason}")
         raise AuditError(f"mechanism declared {guarantee!r}, which is not a dpkit guarantee; "
                          "return one of dpkit.accounting's guarantee classes from guarantee()")
 

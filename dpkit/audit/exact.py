@@ -62,8 +62,8 @@ def continuous_exact(log_ratio, samples_x: torch.Tensor, samples_xp: torch.Tenso
 def density_consistency(log_ratio, samples_x: torch.Tensor, samples_xp: torch.Tensor) -> float:
     """p-value that the draws follow the declared density (importance-weight identity).
 
-    If ``y ~ p(·|x)`` then ``E[1_B(y)·p(y|x')/p(y|x)] = P[y' ∈ B]`` for ``y' ~ p(·|x')``: compared in
-    both directions on quantile bins B of the declared log-ratio, Bonferroni-combined.
+    If ``y ~ p(·|x)`` then ``E[1_B(y)·p(y|x')/p(y|x)] = P[y' ∈ B]`` for ``y' ~ p(·|x')``:
+    compared in both directions on quantile bins B of the declared log-ratio, Bonferroni-combined.
     """
     lx = log_ratio(samples_x).cpu().numpy()
     lxp = log_ratio(samples_xp).cpu().numpy()

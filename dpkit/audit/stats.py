@@ -1,4 +1,4 @@
-"""Confidence bounds used by the auditor: Clopper–Pearson intervals and ε lower bounds from events."""
+"""Confidence bounds for the auditor: Clopper–Pearson intervals, ε lower bounds from events."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def wilson_epsilon_lower_bound(k_x: np.ndarray, k_xp: np.ndarray, n: int, z: flo
     def bound(k: np.ndarray, sign: float) -> np.ndarray:
         p = np.asarray(k, dtype=float) / n
         centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * np.sqrt(np.clip(p * (1 - p), 0, None) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        spread = np.clip(p * (1 - p), 0, None) / n + z * z / (4 * n * n)
+        half = z * np.sqrt(spread) / (1 + z * z / n)
         return np.clip(centre + sign * half, 0.0, 1.0)
 
     return epsilon_from_probabilities(bound(k_x, -1.0), bound(k_xp, 1.0), delta)

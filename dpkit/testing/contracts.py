@@ -20,7 +20,12 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from dpkit.accounting.guarantees import DpGuarantee, KAnonymityGuarantee, MetricDpGuarantee, NoGuarantee
+from dpkit.accounting.guarantees import (
+    DpGuarantee,
+    KAnonymityGuarantee,
+    MetricDpGuarantee,
+    NoGuarantee,
+)
 from dpkit.errors import ParamsError
 from dpkit.space import EmbeddingSpace
 from dpkit.testing.samples import same_distribution

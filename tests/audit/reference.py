@@ -15,7 +15,8 @@ from dpkit.accounting import DpGuarantee, MetricDpGuarantee
 
 def laplace_noise(n: int, d: int, eta: float, gen: torch.Generator, device) -> torch.Tensor:
     """Density ∝ exp(−η‖z‖): radius Gamma(d, 1/η) (sum of d exponentials), uniform direction."""
-    radius = -torch.log1p(-torch.rand(n, d, generator=gen, device=device)).sum(1, keepdim=True) / eta
+    u = torch.rand(n, d, generator=gen, device=device)
+    radius = -torch.log1p(-u).sum(1, keepdim=True) / eta
     direction = torch.randn(n, d, generator=gen, device=device)
     return radius * direction / direction.norm(dim=1, keepdim=True)
 
@@ -79,8 +80,8 @@ class RefExponential:
     def output_log_probs(self, ids, space):
         """[n, V] log-probabilities."""
         table = space.vectors.double()
-        return torch.log_softmax(-self.factor * self.params.epsilon * torch.cdist(table[ids], table),
-                                 dim=1)
+        scores = -self.factor * self.params.epsilon * torch.cdist(table[ids], table)
+        return torch.log_softmax(scores, dim=1)
 
     def privatize(self, x, *, space, generator):
         """Sample from output_log_probs by Gumbel-max."""

@@ -48,6 +48,8 @@ def test_epsilon_at_delta_randomized_response():
 
 def test_certifiable_epsilon_is_the_all_or_nothing_event():
     n, alpha = 1000, 0.05
-    expected = math.log(clopper_pearson_lower(n, n, alpha / 2) / clopper_pearson_upper(0, n, alpha / 2))
+    all_in = clopper_pearson_lower(n, n, alpha / 2)
+    none_in = clopper_pearson_upper(0, n, alpha / 2)
+    expected = math.log(all_in / none_in)
     assert certifiable_epsilon(n, alpha) == pytest.approx(expected)
     assert certifiable_epsilon(10 * n, alpha) > certifiable_epsilon(n, alpha) + 2
