@@ -106,17 +106,20 @@ class SplitProtocol:
         sent = self.server_forward(noisy_s, mask_s)
         idx = sample_tokens(mask, self.layout.mine_tokens, self.generator)
         server_ib = self.ib_term(self.server.mine_in, token_rows(noisy_s, idx), sent, idx)
-        received = [w.transfer(h, DOWN, "hidden_states", requires_grad=True) for h in sent]
+        received = [w.transfer(h, DOWN, "hidden_states", requires_grad=h.requires_grad)
+                    for h in sent]
         out, logits = self.client_forward(clean, received, mask)
         task = nn.functional.cross_entropy(logits, labels)
         client_ib = self.ib_term(self.client.mine_out, token_rows(out, idx), received, idx)
         (task - self.layout.ib_alpha * self.layout.ib_beta * client_ib).backward()
-        grads = [w.transfer(r.grad, UP, "gradients") for r in received]
-        tensors, grad_outputs = list(sent), list(grads)
+        # Gradients go back only for states with something trainable behind them on the server.
+        tensors = [h for h in sent if h.requires_grad]
+        grad_outputs = [w.transfer(r.grad, UP, "gradients") for r in received if r.requires_grad]
         if server_ib.requires_grad:
             tensors.append(self.layout.ib_alpha * server_ib)
             grad_outputs.append(None)
-        torch.autograd.backward(tensors, grad_outputs)
+        if tensors:
+            torch.autograd.backward(tensors, grad_outputs)
         w.end_batch()
         return float(task.detach())
 

@@ -68,3 +68,17 @@ def test_lora_on_top_layers_only():
     attach_lora(model, 2, 4.0, 0.0, None, top_layers=1)
     names = [n for n, p in model.server.named_parameters() if p.requires_grad]
     assert names and all("layer.2." in n and "lora_" in n for n in names)
+
+
+def test_gradients_go_up_only_for_states_with_trainable_server_parts():
+    torch.manual_seed(0)
+    model = tiny_encoder(32, 3, 2, 0)
+    attach_lora(model, 2, 4.0, 0.0, None, top_layers=1)
+    wire = WireMeter()
+    layout = Layout(layers=(0, 1, 2), width=8, reduce_on_server=False, heads=2)
+    proto = SplitProtocol(model, layout, 2, "mean", wire, torch.Generator().manual_seed(0))
+    noisy, clean, mask, labels = batch(model)
+    proto.step(noisy, clean, mask, labels)
+    b, n, d = noisy.shape
+    assert wire.bytes("train", DOWN, "hidden_states") == 3 * b * n * d * 4
+    assert wire.bytes("train", UP, "gradients") == 1 * b * n * d * 4
