@@ -64,9 +64,9 @@ class TeacherParams(CorpusParams):
     threshold_votes: float = Field(5.0, ge=0)
     share_threshold: float = Field(0.2, ge=0)
     share_votes: float = Field(0.2, gt=0)
-    student_epochs: int = Field(60, ge=1)
-    student_lr: float = Field(0.01, gt=0)
-    student_batch: int = Field(256, ge=1)
+    student_epochs: int = Field(20, ge=1)
+    student_lr: float = Field(0.02, gt=0)
+    student_batch: int = Field(512, ge=1)
     output_loss: Literal["squared", "cross_entropy"] = "squared"
     student_init: Literal["random", "public"] = "random"
 

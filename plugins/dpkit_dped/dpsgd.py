@@ -94,7 +94,7 @@ class DpsgdParams(CorpusParams):
     steps: int = Field(400, ge=1)
     max_grad_norm: float = Field(1.0, gt=0)
     pairs_per_doc: int = Field(32, ge=1)
-    lr: float = Field(0.05, gt=0)
+    lr: float = Field(0.005, gt=0)
 
 
 class DpedDpsgd:
