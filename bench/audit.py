@@ -52,6 +52,24 @@ def run(samples: int, seed: int, names: list[str]) -> list[dict]:
     return rows
 
 
+def false_alarms(seeds: int, samples: int, names: list[str]) -> dict[str, dict[str, int]]:
+    """Verdict counts of each (correct) built-in over ``seeds`` seeds: FAILs are false alarms."""
+    from dpkit.audit import audit
+    from dpkit.plugins import get_registry
+
+    registry = get_registry()
+    out = {}
+    for name in names:
+        if name not in registry.entries["mechanism"] or name in ("dx_stencil", "stencil"):
+            continue
+        counts = {"PASS": 0, "FAIL": 0, "INCONCLUSIVE": 0}
+        for seed in range(seeds):
+            counts[audit(name, BUILT_INS[name], samples=samples, seed=seed,
+                         registry=registry).verdict.value] += 1
+        out[name] = counts
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print the table, write the JSON."""
     from tabulate import tabulate
@@ -60,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=2000, help="draws per input")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", default=list(BUILT_INS), help="mechanisms to run")
+    parser.add_argument("--seeds", type=int, default=0,
+                        help="also audit each per-token built-in over this many seeds and count "
+                        "verdicts (false-alarm rate; dx_stencil and stencil skipped)")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     rows = run(args.samples, args.seed, args.only)
@@ -68,8 +89,12 @@ def main(argv: list[str] | None = None) -> None:
                      _f(r["overhead"])] for r in rows],
                    headers=["mechanism", "verdict", "claimed ε", "measured ε", "draws",
                             "draws/s", "verdict s", "verdict/draw time"]))
+    alarms = false_alarms(args.seeds, args.samples, args.only) if args.seeds else {}
+    for name, counts in alarms.items():
+        print(f"{name}: over {args.seeds} seeds {counts} (FAIL = false alarm)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"samples": args.samples, "seed": args.seed,
+                                   "false_alarms": alarms,
                                    "machine": platform.platform(), "threads":
                                    torch.get_num_threads(), "results": rows}, indent=2,
                                   default=str))

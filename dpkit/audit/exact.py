@@ -18,7 +18,8 @@ GOF_BINS = 5
 def density_log_ratio(mechanism: object, x: torch.Tensor, x_prime: torch.Tensor):
     """``y -> log p(y|x) − log p(y|x')`` from the mechanism's declared ``log_density``."""
     def log_ratio(y: torch.Tensor) -> torch.Tensor:
-        xs, xps = x.reshape(1, -1).expand_as(y), x_prime.reshape(1, -1).expand_as(y)
+        xs = x.reshape(1, -1).to(device=y.device, dtype=y.dtype).expand_as(y)
+        xps = x_prime.reshape(1, -1).to(device=y.device, dtype=y.dtype).expand_as(y)
         return (mechanism.log_density(xs, y) - mechanism.log_density(xps, y)).double()
     return log_ratio
 

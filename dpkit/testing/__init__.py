@@ -8,19 +8,15 @@ re-exported here when installed.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from dpkit.testing.contracts import AttackContract, DefenseContract, MechanismContract
 from dpkit.testing.samples import same_distribution
 
-__all__ = [
-    "AttackContract",
-    "DefenseContract",
-    "MechanismContract",
-    "same_distribution",
-    "strategies",
-]
+_LAZY = tuple(name for name in ("strategies", "strategies_accounting", "strategies_tokens")
+              if importlib.util.find_spec(f"dpkit.testing.{name}") is not None)
 
-_LAZY = ("strategies", "strategies_accounting", "strategies_tokens")
+__all__ = ["AttackContract", "DefenseContract", "MechanismContract", "same_distribution", *_LAZY]
 
 
 def __getattr__(name: str):
