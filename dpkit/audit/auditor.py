@@ -238,11 +238,17 @@ def _discrete_exact(mech: Any, space: EmbeddingSpace, claim: Claim, report: Audi
         _, groups = torch.unique(support, dim=0, return_inverse=True)
         sizes = torch.bincount(groups)[groups]
         report.checks["anonymity_set_min"] = int(sizes.min())
+        share = float((sizes < claim.k_requested).double().mean())
+        report.checks["anonymity_share_below_k"] = share
         if len(ids) == space.size and int(sizes.min()) < claim.k_achieved:
             i = int(sizes.argmin())
             report.checks["anonymity_violation"] = (
                 f"token {space.tokens[i]!r} hides among {int(sizes[i])} tokens, fewer than the "
                 f"declared achieved k={claim.k_achieved}")
+        elif len(ids) == space.size and share > claim.share_below_k + 1e-9:
+            report.checks["anonymity_violation"] = (
+                f"{share:.1%} of the vocabulary is in sets smaller than k={claim.k_requested}, "
+                f"more than the declared {claim.share_below_k:.1%}")
     worst, closest = exact.discrete_exact(log_probs, torch.cdist(vecs, vecs), claim, groups,
                                           space.tokens, ids)
     return [f for f in (worst, closest) if f is not None]
