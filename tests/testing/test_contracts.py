@@ -7,7 +7,15 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from dpkit.testing import AttackContract, MechanismContract, same_distribution, strategies
+import dpkit
+
+from dpkit.testing import (
+    AttackContract,
+    DefenseContract,
+    MechanismContract,
+    same_distribution,
+    strategies,
+)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "audit"))
 
@@ -136,3 +144,52 @@ class TestNnInversionAttackContract(AttackContract):
         from dpkit.plugins import get_registry
         if "nn_inversion" not in get_registry().entries["attack"]:
             pytest.skip("nn_inversion not registered")
+
+
+class NoisyMeanDefense:
+    """Releases the mean of the test vectors with Gaussian noise, spending on the ledger first."""
+
+    name = "noisy_mean_defense"
+    requires_spend = True
+
+    class Params(dpkit.Params):
+        """σ of the noise."""
+
+        sigma: float = 1.0
+
+    def __init__(self, params):
+        self.params = params
+
+    def run(self, ctx):
+        """Spend, then release."""
+        import dp_accounting
+
+        from dpkit import DefenseResult
+        from dpkit.accounting import DpGuarantee
+
+        if self.requires_spend:
+            ctx.ledger.spend(DpGuarantee(dp_accounting.GaussianDpEvent(self.params.sigma)), "mean")
+        noisy = ctx.model.vectors.mean(0) + self.params.sigma * torch.randn(
+            ctx.model.dim, generator=ctx.generator("noise"))
+        return DefenseResult({"norm": float(noisy.norm())})
+
+
+class SilentDefense(NoisyMeanDefense):
+    """Releases without recording a spend."""
+
+    requires_spend = False
+
+
+class TestNoisyMeanDefenseContract(DefenseContract):
+    defense = NoisyMeanDefense
+    params = {"sigma": 2.0}
+    invalid_params = [{"sigma": "x"}]
+
+
+def test_defense_contract_catches_a_missing_spend():
+    class Silent(DefenseContract):
+        defense = SilentDefense
+        params = {"sigma": 2.0}
+
+    with pytest.raises(AssertionError, match="without a ledger spend"):
+        Silent().test_run_reports_metrics_and_spends()
