@@ -39,15 +39,16 @@ class SynthWeights:
         return out
 
     def to_dense(self) -> torch.Tensor:
-        """The full n×n weight matrix W (tests and small vocabularies only)."""
-        members = self.clusters.members
+        """The full n×n weight matrix W on CPU (tests and small vocabularies only)."""
+        members = self.clusters.members.cpu()
+        weights = self.weights.cpu()
         n = self.clusters.labels.numel()
-        dense = torch.zeros(n, n, dtype=self.weights.dtype)
+        dense = torch.zeros(n, n, dtype=weights.dtype)
         valid = members >= 0
-        rows = members.unsqueeze(2).expand_as(self.weights)
-        cols = members.unsqueeze(1).expand_as(self.weights)
+        rows = members.unsqueeze(2).expand_as(weights)
+        cols = members.unsqueeze(1).expand_as(weights)
         both = valid.unsqueeze(2) & valid.unsqueeze(1)
-        dense[rows[both], cols[both]] = self.weights[both]
+        dense[rows[both], cols[both]] = weights[both]
         return dense
 
 
