@@ -62,12 +62,14 @@ def token_pair_indices(space: EmbeddingSpace, claim: Claim, limit: int = 256,
                        allowed: torch.Tensor | None = None) -> list[tuple[int, int]]:
     """Token pairs whose claimed ε is closest to each target (metric DP), or the nearest,
     median and farthest pairs (constant-ε claims); only pairs in ``allowed`` ``[m, m]``."""
+    if allowed is not None:
+        limit = min(limit, allowed.shape[0])
     vecs = space.vectors[:limit].double().cpu()
     dist = torch.cdist(vecs, vecs)
     n = dist.shape[0]
     dist.fill_diagonal_(float("inf"))
     if allowed is not None:
-        dist[~allowed.cpu()[:n, :n]] = float("inf")
+        dist[~allowed.cpu()] = float("inf")
     if not torch.isfinite(dist).any():
         return []
     chosen: list[tuple[int, int]] = []

@@ -65,3 +65,10 @@ def test_overstated_epsilon_fails_within_a_set():
 
     report = audit(Loose, {"epsilon": 3.0}, samples=800, seed=0)
     assert report.verdict is Verdict.FAIL and report.witness is not None
+
+
+def test_space_larger_than_the_exact_subset():
+    """Pairs come from the examined subset when the vocabulary exceeds ``exact_tokens``."""
+    report = audit(PairedExponential, {"epsilon": 1.0}, samples=400, seed=0, exact_tokens=8)
+    assert report.verdict is Verdict.PASS, report.one_line()
+    assert "anonymity_violation" not in report.checks
