@@ -36,9 +36,15 @@ def knn_recovery(queries: torch.Tensor, table: torch.Tensor, truth: torch.Tensor
 def substitute_recovery(substituted: torch.Tensor, truth: torch.Tensor, space: EmbeddingSpace,
                         ks: tuple[int, ...] = (1, 5), metric: str = "l2") -> dict[int, float]:
     """Pr@k of dχ-STENCIL: the original is among the k nearest tokens of the substitute's vector."""
+    device = space.vectors.device
     keep = (substituted >= 0) & (truth >= 0)
-    vectors = space.vectors[substituted[keep].to(space.vectors.device)]
-    return knn_recovery(vectors, space.vectors, truth[keep], ks, metric)
+    subs, truth = substituted[keep].to(device), truth[keep].to(device)
+    if len(subs) == 0:
+        return {k: float("nan") for k in ks}
+    uniq, inverse = torch.unique(subs, return_inverse=True)  # neighbours once per distinct substitute
+    _, ids = VocabIndex(space.vectors, metric).search(space.vectors[uniq], max(ks))
+    hits = ids[inverse] == truth.unsqueeze(1)
+    return {k: float(hits[:, :k].any(1).float().mean()) for k in ks}
 
 
 def _space_of(view: ServerView, attack: str) -> EmbeddingSpace:

@@ -10,6 +10,7 @@ from pydantic import Field
 
 import dpkit
 from dpkit.accounting import KAnonymityGuarantee
+from dpkit.search import VocabIndex
 
 from dpkit_baselines.sampling import frequency_rank, gumbel_argmax, stop_word_mask
 
@@ -19,27 +20,34 @@ _SETS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def build_groups(table: torch.Tensor, order: torch.Tensor, k: int,
-                 eligible: torch.Tensor | None = None) -> torch.Tensor:
+                 eligible: torch.Tensor | None = None, shortlist: int = 16) -> torch.Tensor:
     """Greedy partition of the vocabulary into output sets of size k (CusText's mapping).
 
     Walking ``order`` (most frequent first), the next unassigned word and its k − 1 nearest
     unassigned words (L2) form one set; the last set may be smaller. Returns the set id ``[V]``
-    of each word (−1 for words not ``eligible``).
+    of each word (−1 for words not ``eligible``). The ``shortlist``·k nearest words of every word
+    come from one batched search; a full distance row is computed only when the shortlist has
+    fewer than k free words left, so the result equals the plain greedy.
     """
     V = table.shape[0]
     group = torch.full((V,), -1, dtype=torch.long, device=table.device)
     free = torch.ones(V, dtype=torch.bool, device=table.device)
     if eligible is not None:
         free &= eligible
+    near = VocabIndex(table).search(table, min(V, shortlist * k))[1]
     sq = (table * table).sum(1)
     n_groups = 0
     for seed in order[free[order]].tolist():
         if not free[seed]:
             continue
-        dist = sq - 2.0 * (table @ table[seed])
-        dist[~free] = torch.inf
-        dist[seed] = -torch.inf
-        members = dist.topk(min(k, int(free.sum())), largest=False).indices
+        candidates = near[seed][free[near[seed]]]
+        if len(candidates) >= k and candidates[0] == seed:
+            members = candidates[:k]
+        else:
+            dist = sq - 2.0 * (table @ table[seed])
+            dist[~free] = torch.inf
+            dist[seed] = -torch.inf
+            members = dist.topk(min(k, int(free.sum())), largest=False).indices
         group[members] = n_groups
         free[members] = False
         n_groups += 1

@@ -25,11 +25,11 @@ def sample_laplace_noise(n: int, d: int, eta: float, generator: torch.Generator,
     if not (eta > 0 and math.isfinite(eta)):
         raise ValueError(f"eta must be a positive finite number, got {eta!r}")
     device = device or generator.device
-    u = torch.rand(n, d, generator=generator, device=device)
-    radius = -torch.log1p(-u).sum(1, keepdim=True) / eta
+    radius = torch.rand(n, d, generator=generator, device=device).neg_().log1p_().sum(1, keepdim=True)
+    radius.div_(-eta)
     direction = torch.randn(n, d, generator=generator, device=device)
-    direction = direction / direction.norm(dim=1, keepdim=True).clamp_min(1e-30)
-    return radius * direction
+    direction.div_(direction.norm(dim=1, keepdim=True).clamp_min_(1e-30))
+    return direction.mul_(radius)
 
 
 def laplace_log_density(x: torch.Tensor, y: torch.Tensor, eta: float) -> torch.Tensor:
@@ -72,9 +72,9 @@ class LaplaceDx:
                   generator: torch.Generator) -> torch.Tensor:
         """Noisy copies of the rows of ``x`` ``[..., d]`` (clipped when ``clip_bound`` is set)."""
         flat = x.reshape(-1, x.shape[-1]).float()
-        noise = sample_laplace_noise(flat.shape[0], flat.shape[1], self.params.eta, generator,
-                                     flat.device)
-        return clip_norms(flat + noise, self.params.clip_bound).reshape(x.shape)
+        noisy = sample_laplace_noise(flat.shape[0], flat.shape[1], self.params.eta, generator,
+                                     flat.device).add_(flat)
+        return clip_norms(noisy, self.params.clip_bound).reshape(x.shape)
 
     def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Exact ``log p(y | x)`` per row; only without clipping (clipping puts mass on the sphere)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
@@ -50,3 +52,32 @@ def frequency_rank(space: dpkit.EmbeddingSpace, counts: torch.Tensor | None) -> 
     if counts.shape != (space.size,):
         raise ValueError(f"counts must have shape ({space.size},), got {tuple(counts.shape)}")
     return torch.sort(counts.to(space.vectors.device), descending=True, stable=True).indices
+
+
+def sample_by_id(ids: torch.Tensor, log_probs: Callable[[torch.Tensor], torch.Tensor],
+                 width: int, generator: torch.Generator) -> torch.Tensor:
+    """One draw per entry of ``ids`` from the row ``log_probs(unique_ids)`` of its id.
+
+    Rows are computed once per distinct id (in blocks), turned into CDFs offset by their row
+    number so that one sorted 1-D search serves every token: a token of row r with uniform u
+    lands where the offset CDF first reaches r + u.
+    """
+    out = torch.empty_like(ids)
+    if len(ids) == 0:
+        return out
+    uniq, inverse = torch.unique(ids, return_inverse=True)
+    u = torch.rand(len(ids), generator=generator, device=ids.device, dtype=torch.float64)
+    u = u.clamp(1e-12, 1 - 1e-12)
+    for start, stop in row_spans(len(uniq), width):
+        mine = torch.nonzero((inverse >= start) & (inverse < stop)).squeeze(1)
+        if len(mine) == 0:
+            continue
+        probs = log_probs(uniq[start:stop]).double().exp()
+        cdf = torch.cumsum(probs, dim=1)
+        cdf = cdf / cdf[:, -1:]
+        rows = torch.arange(stop - start, device=ids.device, dtype=torch.float64).unsqueeze(1)
+        flat = (cdf + rows).reshape(-1)
+        local = (inverse[mine] - start).double()
+        pos = torch.searchsorted(flat, local + u[mine]).clamp_max(flat.numel() - 1)
+        out[mine] = pos - (inverse[mine] - start) * cdf.shape[1]
+    return out

@@ -10,7 +10,7 @@ from pydantic import Field
 import dpkit
 from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
 
-from dpkit_baselines.sampling import frequency_rank, gumbel_argmax, pairwise_l2, row_spans
+from dpkit_baselines.sampling import frequency_rank, pairwise_l2, sample_by_id
 
 
 class SanText:
@@ -55,15 +55,14 @@ class SanText:
         device = space.vectors.device
         x = x.to(device)
         out = x.clone()
-        known = torch.nonzero(x >= 0).squeeze(1)
-        for start, stop in row_spans(len(known), space.size):
-            rows = known[start:stop]
-            out[rows] = self._draw(x[rows], space, generator)
+        known = x >= 0
+        out[known] = self._draw(x[known], space, generator)
         return out
 
     def _draw(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace,
               generator: torch.Generator) -> torch.Tensor:
-        return gumbel_argmax(self.sampling_log_probs(ids, space), generator)
+        return sample_by_id(ids, lambda rows: self.sampling_log_probs(rows, space), space.size,
+                            generator)
 
 
 class SanTextPlus(SanText):
@@ -121,7 +120,7 @@ class SanTextPlus(SanText):
 
     def _draw(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace,
               generator: torch.Generator) -> torch.Tensor:
-        drawn = gumbel_argmax(self.sampling_log_probs(ids, space), generator)
+        drawn = super()._draw(ids, space, generator)
         coin = torch.rand(len(ids), generator=generator, device=ids.device) < self.params.p
         resample = self.sensitive_mask(space)[ids] | coin
         return torch.where(resample, drawn, ids)

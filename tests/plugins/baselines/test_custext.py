@@ -75,3 +75,13 @@ def test_custext_plus_keeps_stop_words_and_reports_k_one():
     assert bool((out[ids == 10] != 10).any())
     g = mech.guarantee(space)
     assert g.k_achieved == 1 and g.share_below_k >= 4 / 40
+
+
+def test_shortlist_greedy_equals_plain_greedy():
+    from dpkit_baselines.custext import build_groups
+
+    space = random_space(300, 6, 9)
+    order = torch.randperm(300, generator=torch.Generator().manual_seed(0))
+    fast = build_groups(space.vectors, order, 7, shortlist=2)
+    plain = build_groups(space.vectors, order, 7, shortlist=10**6)
+    assert torch.equal(fast, plain)

@@ -94,3 +94,16 @@ def test_santext_plus_sampling_matches_probabilities():
     freq = torch.bincount(out, minlength=10).double() / len(ids)
     prob = mech.output_log_probs(torch.tensor([1]), space).exp()[0].double()
     assert float((freq - prob).abs().sum()) / 2 < 0.02
+
+
+def test_sample_by_id_matches_each_row_across_blocks(monkeypatch):
+    import dpkit_baselines.sampling as sampling
+
+    monkeypatch.setattr(sampling, "MAX_BLOCK", 16)  # 2 distinct ids per block over 8 columns
+    logits = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))
+    ids = torch.tensor([4, 0, 2, 1, 3]).repeat_interleave(6000)
+    draws = sampling.sample_by_id(ids, lambda rows: torch.log_softmax(logits[rows], 1), 8,
+                                  torch.Generator().manual_seed(1))
+    for i in range(5):
+        freq = torch.bincount(draws[ids == i], minlength=8).double() / 6000
+        assert float((freq - torch.softmax(logits[i].double(), 0)).abs().sum()) / 2 < 0.03
