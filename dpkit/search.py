@@ -36,7 +36,10 @@ class VocabIndex:
         if metric == "cosine":
             table = torch.nn.functional.normalize(table, dim=1)
         self.table = table.contiguous()
-        self.sq_norms = (self.table * self.table).sum(1)
+        # one GEMM gives the ranking score: [−2q, 1]·[t, ‖t‖²] = ‖t‖² − 2q·t (L2), [−q, 0]·[t, 0] (cosine)
+        extra = (table * table).sum(1, keepdim=True) if metric == "l2" else torch.zeros(len(table), 1,
+                                                                                          device=table.device)
+        self.augmented = torch.cat([table, extra], 1).contiguous()
 
     @property
     def size(self) -> int:
@@ -53,12 +56,9 @@ class VocabIndex:
         query_chunk = max(1, min(n, self.max_block // vocab_chunk))
         return query_chunk, vocab_chunk
 
-    def _scores(self, q: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-        """Smaller is nearer: ‖t‖² − 2 q·t for L2 (‖q‖² added back later), −q·t for cosine."""
-        block = self.table[lo:hi]
-        if self.metric == "l2":
-            return torch.addmm(self.sq_norms[lo:hi].unsqueeze(0), q, block.T, beta=1.0, alpha=-2.0)
-        return -(q @ block.T)
+    def _scores(self, q_aug: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+        """Smaller is nearer: ‖t‖² − 2 q·t for L2, −q·t for cosine (a plain GEMM, no bias pass)."""
+        return q_aug @ self.augmented[lo:hi].T
 
     def _finish(self, best: torch.Tensor, best_ids: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         """Exact distances of the chosen rows (the expanded form loses precision at small distances)."""
@@ -93,7 +93,9 @@ class VocabIndex:
             if self.metric == "cosine":
                 q = torch.nn.functional.normalize(q, dim=1)
             ex = None if exclude is None else exclude[start:start + query_chunk]
-            best, best_ids = self._search_chunk(q, k, ex, vocab_chunk)
+            scale = -2.0 if self.metric == "l2" else -1.0
+            q_aug = torch.cat([scale * q, torch.ones(len(q), 1, device=self.device)], 1)
+            best, best_ids = self._search_chunk(q_aug, k, ex, vocab_chunk)
             dists[start:start + q.shape[0]] = self._finish(best, best_ids, q)
             ids[start:start + q.shape[0]] = best_ids
         return dists, ids
