@@ -27,9 +27,14 @@ import reference  # noqa: E402
 def test_plugins():
     from dpkit.plugins import get_plugin_system, register_plugin
 
+    added = []
     for name, module in (("audit_reference", reference), ("audit_broken", broken)):
         if name not in get_plugin_system().info:
             register_plugin(module, name)
+            added.append(name)
+    yield
+    for name in added:
+        get_plugin_system().remove(name)
 
 
 class TestRefLaplaceContract(MechanismContract):
