@@ -10,7 +10,8 @@ from dpkit import DefenseResult
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit_snd import denoising
 from dpkit_snd.client import SplitClient
-from dpkit_snd.params import CommonParams, NoisyParams, ServerDenoiseParams, SnDParams, Text2TextParams
+from dpkit_snd.params import (CommonParams, ServerDenoiseParams, SnDParams, Text2TextParams,
+                              TokEmbPrivParams)
 from dpkit_snd.pipeline import Step, evaluate, load_split, result, wire_bytes
 from dpkit_snd.privatize import privatize_tokens
 
@@ -95,7 +96,7 @@ class TokEmbPriv(_NoisyDefense):
     """TokEmbPriv (Qu et al. 2021): dχ noise on token embeddings, no denoising."""
 
     name: ClassVar[str] = "tokembpriv"
-    Params: ClassVar[type[NoisyParams]] = NoisyParams
+    Params: ClassVar[type[TokEmbPrivParams]] = TokEmbPrivParams
 
 
 class SnD(_NoisyDefense):

@@ -56,6 +56,12 @@ class NoisyParams(CommonParams):
     clip: bool = Field(True, description="clip noisy embeddings to the table's max norm (Eq. 3)")
 
 
+class TokEmbPrivParams(NoisyParams):
+    """TokEmbPriv as in the paper's baseline: noise without clipping unless ``clip`` is set."""
+
+    clip: bool = Field(False, description="clip noisy embeddings to the table's max norm (Eq. 3)")
+
+
 class SnDParams(NoisyParams):
     """SnD: noise + clip on the client, encoder on the server, client-side denoiser."""
 

