@@ -56,10 +56,6 @@ class PrivatizeText:
     def __init__(self, params: PrivatizeTextParams):
         self.params = params
 
-    def planned_spends(self, privacy) -> list:
-        """Nothing can be listed without the data: counts depend on the tokenized split."""
-        return []
-
     def run(self, ctx) -> DefenseResult:
         """Spend on the ledger, privatize each document, decode, and measure preservation/utility."""
         p = self.params

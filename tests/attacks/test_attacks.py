@@ -82,11 +82,12 @@ def test_attribute_inference_learns_signal_and_not_noise():
     g = torch.Generator().manual_seed(2)
     y = torch.randint(0, 2, (400,), generator=g)
     x = torch.randn(400, 8, generator=g) + 3.0 * y[:, None].float()
-    good = attribute_inference(x[:200], y[:200], x[200:], y[200:], generator=g)
+    good = attribute_inference(x[:200], y[:200], x[200:], y[200:], generator=g, hidden=16, epochs=40)
     assert good["attribute_accuracy"] > 0.95
     noise = torch.randn(400, 8, generator=g)
-    bad = attribute_inference(noise[:200], y[:200], noise[200:], y[200:], generator=g)
+    bad = attribute_inference(noise[:200], y[:200], noise[200:], y[200:], generator=g, hidden=16,
+                              epochs=40)
     assert bad["attribute_accuracy"] < 0.65
     view = ServerView(observed={"representations": x}, truth={"attributes": y.tolist()})
-    out = AttributeInference(AttributeInference.Params()).run(view, Ctx())
+    out = AttributeInference(AttributeInference.Params(hidden=16, epochs=40)).run(view, Ctx())
     assert out["attribute_accuracy"] > 0.9 and 0.3 < out["attribute_majority"] < 0.7
