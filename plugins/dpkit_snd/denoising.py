@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import choose_group
@@ -19,6 +21,14 @@ def _public_texts(ctx, params) -> tuple[list[str], str]:
         raise ValueError(f"public dataset {ref.name!r} split {params.denoiser.public_split!r} has "
                          f"{len(texts)} non-empty texts; the denoiser needs at least 2")
     return texts[:params.denoiser.public_examples], getattr(data, "fingerprint", ref.name)
+
+
+def _seeded(ctx, stream: str, build):
+    """Build a module with weights initialised from the cell seed (reproducible runs)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(ctx.numpy_seed(stream))
+        module = build()
+    return module.to(ctx.device)
 
 
 def _setup(ctx, client: SplitClient, params, make_mechanism, kind: str):
@@ -48,7 +58,8 @@ def snd_denoiser(ctx, client: SplitClient, params, make_mechanism):
                 f"{len(texts)} public texts")
         train_snd(model, client, texts, mechs, plan, gen, ctx.say)
 
-    model, hit = load_or_train(ctx, "snd_denoiser", fields, SnDDenoiser(cfg).to(ctx.device), train)
+    model = _seeded(ctx, f"snd-denoiser-init-{group}", lambda: SnDDenoiser(cfg))
+    model, hit = load_or_train(ctx, "snd_denoiser", fields, model, train)
     return model, _info(group, hit, start)
 
 
@@ -62,8 +73,8 @@ def server_denoiser(ctx, client: SplitClient, params, make_mechanism):
         ctx.say(f"training server-side denoiser for η group {params.eta_groups[group]}")
         train_server(model, client, texts, mechs, plan, gen, ctx.say)
 
-    model, hit = load_or_train(ctx, "snd_server_denoiser", fields,
-                               ServerTokenDenoiser(cfg).to(ctx.device), train)
+    model = _seeded(ctx, f"snd-server-denoiser-init-{group}", lambda: ServerTokenDenoiser(cfg))
+    model, hit = load_or_train(ctx, "snd_server_denoiser", fields, model, train)
     return model, _info(group, hit, start)
 
 

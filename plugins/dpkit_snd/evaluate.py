@@ -33,10 +33,11 @@ def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs
     """Fit the MLP on standardized ``x``; returns the model and the standardization (mean, std)."""
     mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
     xs = (x - mean) / std
-    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
-        torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator,
-                                            device=generator.device)))
-        model = DownstreamMLP(x.shape[1], n_classes).to(x.device)
+    seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=generator.device))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = DownstreamMLP(x.shape[1], n_classes)
+    model = model.to(x.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
     for _ in range(epochs):
         order = torch.randperm(len(xs), generator=generator, device=generator.device)

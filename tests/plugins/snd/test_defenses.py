@@ -51,7 +51,7 @@ def test_ledger_entries_match_the_mechanism(registry, make_ctx, small):
     assert res.wire_bytes["upload"] == sum(s.count for s in spends) * 32 * 4
 
 
-def test_snd_trains_once_then_hits_the_cache(registry, make_ctx, small, cache):
+def test_snd_trains_once_then_hits_the_cache(registry, make_ctx, small, cache, tmp_path):
     params, denoiser = small
     snd = {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0], [800.0]], "denoiser": denoiser}
     first = _run(registry, make_ctx(cache=cache), "snd", snd)
@@ -64,6 +64,9 @@ def test_snd_trains_once_then_hits_the_cache(registry, make_ctx, small, cache):
     assert len(files) == 1 and "in_tok.weight" in load_file(str(files[0]))
     same_group = _run(registry, make_ctx(cache=cache), "snd", {**snd, "eta": 120.0})
     assert same_group.metrics["denoiser_cached"] == 1.0
+    fresh = _run(registry, make_ctx(cache=tmp_path / "fresh"), "snd", snd)
+    assert fresh.metrics["denoiser_cached"] == 0.0
+    assert fresh.metrics["mse"] == first.metrics["mse"]  # seeded init and training: reproducible
 
 
 def test_snd_denoised_embeddings_are_closer_than_the_noisy_ones(registry, make_ctx, small, cache):
