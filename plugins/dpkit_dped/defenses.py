@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+import dp_accounting
 import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.accounting import NoGuarantee
+from dpkit.accounting import DpGuarantee, NoGuarantee
 from dpkit.protocols import DefenseResult
 
 from dpkit_dped.aggregation import aggregate, procrustes_align, teacher_votes
@@ -185,11 +186,12 @@ class DpedPublic(DpedNonPrivate):
     name = "dped_public"
 
     def planned_spends(self, privacy) -> list:
-        """Nothing private is used."""
-        return []
+        """One no-op entry: nothing private is used, so ε = 0."""
+        return [(DpGuarantee(dp_accounting.NoOpDpEvent()), "public corpus only (no private data)", 1)]
 
     def run(self, ctx) -> DefenseResult:
         """Train (or load) the public model and evaluate it."""
+        record(ctx, self.planned_spends(None))
         setup = prepare(ctx, self.params)
         return DefenseResult(evaluate(ctx, setup, public_model(ctx, setup, self.params), self.params))
 

@@ -55,8 +55,9 @@ def test_nonprivate_and_public_models_learn_topics(make_ctx):
     assert metrics["quintile5_cos"] == pytest.approx(1.0, abs=1e-4)  # reference is itself
     public_ctx = make_ctx()
     public = DpedPublic(DpedPublic.Params.model_validate(SMALL))
-    assert public.planned_spends(SimpleNamespace(delta=1e-5, accountant="rdp")) == []
+    planned = public.planned_spends(SimpleNamespace(delta=1e-5, accountant="rdp"))
     public.run(public_ctx)
+    assert [(s.guarantee, s.label, s.count) for s in public_ctx.ledger.spends] == planned
     assert public_ctx.ledger.epsilon() == 0.0
 
 
