@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from pydantic import Field
 
-from dpkit.accounting import NoGuarantee
+from dpkit.accounting import DpGuarantee, NoGuarantee
 from dpkit.params import Params
 from dpkit.protocols import DefenseResult, ServerView
 from dpkit.search import VocabIndex
@@ -105,10 +105,16 @@ class PrivatizeText:
         guarantee = mechanism.guarantee(space)
         n_known = sum(int((d >= 0).sum()) for d in docs)
         per_doc = getattr(guarantee, "unit", "token") == "sequence"
-        count = sum(1 for d in docs if bool((d >= 0).any())) if per_doc else n_known
+        if isinstance(guarantee, DpGuarantee):
+            # (ε, δ) per token: a document's tokens compose, so the unit reported is one document
+            # and the count the longest document's released tokens (DP-Prompt's n·ε).
+            count = max((int((d >= 0).sum()) for d in docs), default=0)
+            label = f"{mechanism.name} (per document: up to {count} tokens composed)"
+        else:
+            count = sum(1 for d in docs if bool((d >= 0).any())) if per_doc else n_known
+            label = f"{mechanism.name} ({'documents' if per_doc else 'tokens'})"
         if count:
-            ctx.ledger.spend(guarantee, label=f"{mechanism.name} ({'documents' if per_doc else 'tokens'})",
-                             count=count)
+            ctx.ledger.spend(guarantee, label=label, count=count)
         if hasattr(mechanism, "verbatim_mask") and docs:
             n_verbatim = int(mechanism.verbatim_mask(torch.cat(docs).to(space.vectors.device),
                                                      space).sum())

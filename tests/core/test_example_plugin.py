@@ -45,3 +45,11 @@ output: {tmp_path / 'out'}
     little, much = sorted(rows, key=lambda r: r["params"]["noise_multiplier"])
     assert much["metrics"]["token_preservation"] < little["metrics"]["token_preservation"]
     assert much["privacy"]["epsilon"] < little["privacy"]["epsilon"]
+    # an (ε, δ) per-token guarantee is reported per document: the longest document's tokens compose
+    import dp_accounting
+
+    spend = much["ledger"]["spends"][0]
+    assert spend["count"] == 8  # toy documents have 8 tokens each
+    accountant = dp_accounting.rdp.RdpAccountant()
+    accountant.compose(dp_accounting.GaussianDpEvent(2.0), 8)
+    assert abs(much["privacy"]["epsilon"] - accountant.get_epsilon(1e-5)) < 1e-9
