@@ -37,7 +37,8 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path) -> Path
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
     for ax, (xm, ym) in zip(axes[0], panels):
         for method, rows in by_method.items():
-            pts = sorted((_value(r, xm), r["values"].get(ym)) for r in rows)
+            pts = sorted(((_value(r, xm, xm == x), r["values"].get(ym)) for r in rows),
+                         key=lambda p: (p[0] is None, p[0] or 0.0))
             pts = [(a, b) for a, b in pts if b is not None and math.isfinite(b)]
             if not pts:
                 continue
@@ -47,7 +48,7 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path) -> Path
                 continue
             pts = [(a, b) for a, b in pts if a is not None]
             ax.plot([a for a, _ in pts], [b for _, b in pts], marker="o", label=method)
-        xs = [_value(r, xm) for r in agg if _value(r, xm)]
+        xs = [v for r in agg if (v := _value(r, xm, xm == x))]
         if xm == x and xs and min(xs) > 0 and max(xs) / min(xs) > 20:
             ax.set_xscale("log")
         ax.set_xlabel(xm)
@@ -61,15 +62,15 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path) -> Path
     return path
 
 
-def _value(row: dict, name: str | None) -> float | None:
-    """A row's value of ``name``: swept value, else metric; a method sweeping one other
-    parameter (say ε where the axis is η) uses that parameter's value."""
+def _value(row: dict, name: str | None, sweep_axis: bool = False) -> float | None:
+    """A row's value of ``name``: swept value, else metric. On the sweep axis, a method sweeping
+    one other parameter (say ε where the axis is η) uses that parameter's value."""
     if name is None:
         return None
     point = row["point"]
     if name in point:
         v = point[name]
-    elif len(point) == 1 and name not in row["values"]:
+    elif sweep_axis and len(point) == 1 and name not in row["values"]:
         v = next(iter(point.values()))
     else:
         v = row["values"].get(name)
