@@ -89,12 +89,12 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def write_ledger(rows: list[dict], path: Path) -> None:
     """Every cell's ledger, keyed by cell, with its method and sweep point."""
-    from dpkit.runner.store import _clean
+    from dpkit.jsonutil import json_safe
 
     doc = {r["key"]: {"method": r["method"], "point": r["point"], "seed": r["seed"],
                       "summary": r.get("privacy", {}), "ledger": r.get("ledger", {})}
            for r in rows}
-    path.write_text(json.dumps(_clean(doc), indent=2, sort_keys=True, default=str) + "\n",
+    path.write_text(json.dumps(json_safe(doc), indent=2, sort_keys=True, default=str) + "\n",
                     encoding="utf-8")
 
 

@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dpkit.jsonutil import json_safe
+
 
 class Verdict(str, enum.Enum):
     """PASS: no evidence against the claim; FAIL: the claim is refuted at the stated confidence;
@@ -96,20 +98,10 @@ class AuditReport:
         """JSON-serialisable form (infinities as strings)."""
         out = asdict(self)
         out["verdict"] = self.verdict.value
-        return _json_safe(out)
+        return json_safe(out)
 
 
 def _num(value: float) -> str:
     return "∞" if value == math.inf else ("−∞" if value == -math.inf else f"{value:.3g}")
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return value.value
-    return value

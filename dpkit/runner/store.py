@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
+
+from dpkit.jsonutil import json_safe, restore_floats
 
 
 def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     return str(value)
-
-
-def _clean(value: Any) -> Any:
-    """Replace non-finite floats by strings so the file stays strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def restore_floats(value: Any) -> Any:
-    """Inverse of the non-finite float encoding used in results.jsonl."""
-    if value in ("inf", "-inf", "nan"):
-        return float(value)
-    if isinstance(value, dict):
-        return {k: restore_floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [restore_floats(v) for v in value]
-    return value
 
 
 class ResultStore:
@@ -67,7 +46,7 @@ class ResultStore:
     def append(self, row: dict) -> None:
         """Append one finished cell and fsync, so a crash loses at most the cell in flight."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(_clean(row), sort_keys=True, default=_json_default)
+        line = json.dumps(json_safe(row), sort_keys=True, default=_json_default)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
