@@ -43,6 +43,8 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path) -> Path
             if not pts:
                 continue
             if all(a is None for a, _ in pts):
+                if len(pts) > 1:  # several values and no x to place them at: nothing honest to draw
+                    continue
                 ax.axhline(pts[0][1], linestyle="--", linewidth=1, label=method,
                            color=ax._get_lines.get_next_color())
                 continue

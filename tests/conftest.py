@@ -1,6 +1,9 @@
-"""Shared fixtures: an isolated plug-in system with only the toy plug-in."""
+"""Shared fixtures: an isolated plug-in system with only the toy plug-in; the audit test mechanisms."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,28 @@ def toy_plugins(monkeypatch):
     dpkit.plugins.reset()
     yield dpkit.plugins.get_registry()
     dpkit.plugins.reset()
+
+
+AUDIT_TEST_DIR = Path(__file__).parent / "audit"
+
+
+@pytest.fixture(scope="module")
+def audit_test_plugins():
+    """Register ``tests/audit``'s reference and broken mechanisms for one test module."""
+    if str(AUDIT_TEST_DIR) not in sys.path:
+        sys.path.insert(0, str(AUDIT_TEST_DIR))
+    import broken
+    import reference
+
+    system = dpkit.plugins.get_plugin_system()
+    added = []
+    for name, module in (("audit_reference", reference), ("audit_broken", broken)):
+        if name not in system.info:
+            dpkit.plugins.register_plugin(module, name)
+            added.append(name)
+    yield
+    for name in added:
+        system.remove(name)
 
 
 @pytest.fixture

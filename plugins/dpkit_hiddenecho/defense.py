@@ -28,6 +28,18 @@ def split_of(dataset, name: str, cap: int | None) -> tuple[list[str], list[int]]
     return list(split.texts[:stop]), list(split.labels[:stop])
 
 
+def warmup_then_decay(total_steps: int, warmup: float):
+    """Learning-rate factor per step: linear warm-up over ``warmup`` of the steps, then linear decay."""
+    ramp = max(1, round(warmup * total_steps))
+
+    def factor(step: int) -> float:
+        if step < ramp:
+            return (step + 1) / ramp
+        return max(0.0, (total_steps - step) / max(1, total_steps - ramp))
+
+    return factor
+
+
 class HiddenEchoLdp:
     """LDP baseline: dχ-noisy embeddings up, last hidden state down, LoRA + head, no correction."""
 
@@ -71,7 +83,8 @@ class HiddenEchoLdp:
         metrics.update(self.evaluate(proto, data["test"], ctx))
         specials = model.special_token_ids()
         metrics.update(ep=1.0 - self.inversion(data["test"], space, specials),
-                       layers_sent=float(len(layout.layers)), width_sent=float(
+                       layers_sent=float(len(layout.layers)),
+                       lowest_layer_sent=float(min(layout.layers)), width_sent=float(
                            layout.width if layout.reduce_on_server else model.hidden_size),
                        tokens_privatized=float(n_tokens))
         return dpkit.DefenseResult(metrics, self.view(data["test"], space, specials),
@@ -80,8 +93,12 @@ class HiddenEchoLdp:
     def train(self, proto: SplitProtocol, split, ctx) -> dict[str, float]:
         """Fine-tune client modules and server LoRA end to end; time each epoch."""
         p, pad = self.params, proto.model.tokenizer.pad_token_id
-        opt_client = torch.optim.AdamW(proto.trainable("client"), lr=p.lr)
-        opt_server = torch.optim.AdamW(proto.trainable("server"), lr=p.lora_lr)
+        sides = {side: proto.trainable(side) for side in ("client", "server")}
+        optimizers = [torch.optim.AdamW(sides["client"], lr=p.lr),
+                      torch.optim.AdamW(sides["server"], lr=p.lora_lr)]
+        total = p.epochs * -(-len(split) // p.batch_size)
+        schedules = [torch.optim.lr_scheduler.LambdaLR(o, warmup_then_decay(total, p.warmup))
+                     for o in optimizers]
         order = ctx.generator("hiddenecho/order", "cpu")
         seconds, cpu, loss = [], [], float("nan")
         proto.wire.phase = "train"
@@ -90,11 +107,15 @@ class HiddenEchoLdp:
             start, start_cpu = time.perf_counter(), time.process_time()
             for _ids, noisy, clean, mask, labels in batches(proto.model, split, p.batch_size, pad,
                                                             order):
-                opt_client.zero_grad(set_to_none=True)
-                opt_server.zero_grad(set_to_none=True)
+                for opt in optimizers:
+                    opt.zero_grad(set_to_none=True)
                 loss = proto.step(noisy, clean, mask, labels)
-                opt_client.step()
-                opt_server.step()
+                if p.max_grad_norm is not None:
+                    for params in sides.values():
+                        torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
+                for opt, schedule in zip(optimizers, schedules):
+                    opt.step()
+                    schedule.step()
             seconds.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
             ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss:.3f}, "
@@ -168,8 +189,8 @@ class HiddenEcho(HiddenEchoLdp):
                                                   model.tokenizer.pad_token_id)
         scores = layer_contributions(model, noisy, mask, p.ig_steps, baseline=p.ig_baseline)
         layers = select_layers(scores, p.top_k, model.num_layers, p.keep_last)
-        ctx.say(f"{self.name}: layer contributions {[round(float(s), 4) for s in scores]}, "
-                f"sending {layers}")
+        ctx.say(f"{self.name}: sending blocks {layers}; IG contributions "
+                f"{[round(float(s), 4) for s in scores]}")
         return layers
 
 

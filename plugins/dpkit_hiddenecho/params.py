@@ -18,6 +18,10 @@ class SplitTrainingParams(dpkit.Params):
     batch_size: int = Field(32, ge=2, le=1024)
     lr: float = Field(1e-3, gt=0, le=1.0, description="AdamW rate of the client modules")
     lora_lr: float = Field(5e-4, gt=0, le=1.0, description="AdamW rate of LoRA and server maps")
+    warmup: float = Field(0.1, ge=0, lt=1, description="fraction of steps with a linear "
+                          "warm-up; the rate then decays linearly to 0 (Hugging Face's default)")
+    max_grad_norm: float | None = Field(1.0, gt=0, description="clip each side's gradient norm "
+                                        "(client and server separately); None: no clipping")
     lora_rank: int = Field(8, ge=1, le=256)
     lora_alpha: float = Field(16.0, gt=0)
     lora_layers: int | None = Field(None, ge=1, description="adapt only the last n blocks "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from torch import nn
@@ -36,7 +37,10 @@ def attach_lora(split_model, rank: int, alpha: float, dropout: float,
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
                              target_modules=targets or None, layers_to_transform=layers)
     try:
-        split_model.server = peft.get_peft_model(split_model.server, config)
+        with warnings.catch_warnings():  # peft asks transformers a deprecated question; not ours
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
+                                    category=FutureWarning)
+            split_model.server = peft.get_peft_model(split_model.server, config)
     except ValueError as exc:
         raise ValueError(f"LoRA could not find its target modules in "
                          f"{type(split_model.server).__name__} ({exc}); set lora_targets to "

@@ -19,22 +19,10 @@ from dpkit.testing import (
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "audit"))
 
-import broken  # noqa: E402
 import reference  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def test_plugins():
-    from dpkit.plugins import get_plugin_system, register_plugin
-
-    added = []
-    for name, module in (("audit_reference", reference), ("audit_broken", broken)):
-        if name not in get_plugin_system().info:
-            register_plugin(module, name)
-            added.append(name)
-    yield
-    for name in added:
-        get_plugin_system().remove(name)
+pytestmark = pytest.mark.usefixtures("audit_test_plugins")
 
 
 class TestRefLaplaceContract(MechanismContract):

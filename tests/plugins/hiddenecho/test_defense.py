@@ -70,7 +70,8 @@ def test_full_sends_more_bytes_than_hiddenecho_and_ldp_sends_one_layer(setup):
     full, _ = run(setup, "hiddenecho_full", {**HE, "reduction_factor": 4})
     ldp, _ = run(setup, "hiddenecho_ldp", SMALL)
     assert full.metrics["layers_sent"] == 3 and full.metrics["width_sent"] == 32
-    assert ldp.metrics["layers_sent"] == 1
+    assert ldp.metrics["layers_sent"] == 1 and ldp.metrics["lowest_layer_sent"] == 2
+    assert full.metrics["lowest_layer_sent"] == 0
     down = "bytes_down_per_batch_eval"
     assert he.metrics[down] * 4 * 3 == pytest.approx(full.metrics[down] * 2)  # 2·d/4 vs 3·d
     assert ldp.metrics["ep"] == he.metrics["ep"]  # same noise stream, same transmitted embeddings
@@ -93,3 +94,15 @@ def test_budget_ceiling_refuses_before_any_noise(setup, monkeypatch):
     monkeypatch.setattr(defense, "privatize_split", fail)
     with pytest.raises(BudgetExceededError):
         run(setup, "hiddenecho_ldp", SMALL, Ledger(ceiling={"eta": 100.0}))
+
+
+def test_learning_rate_warms_up_then_decays_to_zero():
+    from dpkit_hiddenecho.defense import warmup_then_decay
+
+    factor = warmup_then_decay(100, 0.1)
+    rates = [factor(step) for step in range(100)]
+    assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
+    assert all(a <= b for a, b in zip(rates[:10], rates[1:10]))
+    assert all(a >= b for a, b in zip(rates[9:], rates[10:]))
+    assert rates[-1] == pytest.approx(1 / 90) and warmup_then_decay(5, 0.0)(0) == 1.0
+

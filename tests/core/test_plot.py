@@ -1,0 +1,27 @@
+"""The trade-off plot: reference lines only where a method has a single value to show."""
+
+from types import SimpleNamespace
+
+import matplotlib.axes
+
+from dpkit.plot import plot_tradeoff
+
+
+def test_reference_lines_only_for_single_values(tmp_path, monkeypatch):
+    lines = []
+    original = matplotlib.axes.Axes.axhline
+
+    def record(self, y=0, *args, **kwargs):
+        lines.append((kwargs.get("label"), y))
+        return original(self, y, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "axhline", record)
+    spec = SimpleNamespace(name="t", report=SimpleNamespace(x="eta", utility="auc", privacy="ep"))
+    agg = [{"method": "swept", "point": {"eta": e},
+            "values": {"auc": 0.5 + e / 100, "ep": 1 - e / 100}} for e in (10, 20)]
+    agg += [{"method": "no_ep", "point": {"eta": e}, "values": {"auc": 0.6}} for e in (10, 20)]
+    agg += [{"method": "fixed", "point": {}, "values": {"auc": 0.7, "ep": 0.5}}]
+    assert plot_tradeoff(spec, agg, ["auc", "ep"], tmp_path / "p.png").exists()
+    # "fixed" has one value: a line in each panel it lacks an x for; "no_ep" has two values and
+    # no ep to place them at, so it is left out of the utility-vs-privacy panel.
+    assert lines == [("fixed", 0.7), ("fixed", 0.5)]
