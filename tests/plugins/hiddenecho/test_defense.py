@@ -106,3 +106,13 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     assert all(a >= b for a, b in zip(rates[9:], rates[10:]))
     assert rates[-1] == pytest.approx(1 / 90) and warmup_then_decay(5, 0.0)(0) == 1.0
 
+
+
+def test_runs_on_a_causal_decoder_with_last_token_pooling():
+    from dpkit.models import tiny_causal
+
+    model = tiny_causal(32, 3, 2, 0)
+    result, _ = run((get_registry(), toy_dataset(), model), "hiddenecho", HE)
+    m = result.metrics
+    assert m["layers_sent"] == 2 and m["width_sent"] == 8 and 0.0 <= m["auc"] <= 1.0
+    assert result.wire_bytes["train_up_gradients"] > 0  # LoRA found the decoder's projections
