@@ -93,3 +93,17 @@ class EmbeddingSpace:
         """The first ``n`` tokens (tables are frequency-ordered, so the n most common)."""
         return EmbeddingSpace(f"{self.name}[:{n}]", self.tokens[:n], self.vectors[:n],
                               self.lowercase, self.stop_words)
+
+
+def stop_word_mask(space: EmbeddingSpace) -> torch.Tensor:
+    """``[V]`` mask of stop words: the space's own list, else scikit-learn's English list."""
+    if space.stop_words:
+        return space.stop_mask.to(space.vectors.device)
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # lazy: slow to import
+
+    mask = torch.zeros(space.size, dtype=torch.bool)
+    for word in ENGLISH_STOP_WORDS:
+        idx = space.index.get(word)
+        if idx is not None:
+            mask[idx] = True
+    return mask.to(space.vectors.device)

@@ -2,13 +2,12 @@
 
 import dpkit
 from dpkit_baselines.custext import CusText, CusTextPlus
-from dpkit_baselines.laplace import LaplaceDx, Text2Text, sample_laplace_noise
+from dpkit_baselines.laplace import LaplaceDx, Text2Text
 from dpkit_baselines.santext import SanText, SanTextPlus
 
 MECHANISMS = (LaplaceDx, Text2Text, SanText, SanTextPlus, CusText, CusTextPlus)
 
-__all__ = ["CusText", "CusTextPlus", "LaplaceDx", "SanText", "SanTextPlus", "Text2Text",
-           "sample_laplace_noise"]
+__all__ = ["CusText", "CusTextPlus", "LaplaceDx", "SanText", "SanTextPlus", "Text2Text"]
 
 
 @dpkit.hookimpl

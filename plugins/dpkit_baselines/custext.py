@@ -12,7 +12,8 @@ import dpkit
 from dpkit.accounting import KAnonymityGuarantee
 from dpkit.search import VocabIndex
 
-from dpkit_baselines.sampling import frequency_rank, gumbel_argmax, stop_word_mask
+from dpkit.space import stop_word_mask
+from dpkit_baselines.sampling import frequency_rank, gumbel_argmax
 
 
 _SETS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}

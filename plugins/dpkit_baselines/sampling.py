@@ -1,11 +1,10 @@
-"""Shared helpers for discrete token mechanisms: distances, Gumbel-max sampling, stop words."""
+"""Shared helpers for discrete token mechanisms: distances, Gumbel-max sampling, frequency ranks."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 import torch
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 import dpkit
 
@@ -31,18 +30,6 @@ def row_spans(n: int, width: int) -> list[tuple[int, int]]:
     """(start, stop) row ranges whose rows times ``width`` columns stay under :data:`MAX_BLOCK`."""
     step = max(1, MAX_BLOCK // max(1, width))
     return [(start, min(start + step, n)) for start in range(0, n, step)]
-
-
-def stop_word_mask(space: dpkit.EmbeddingSpace) -> torch.Tensor:
-    """``[V]`` mask of stop words: the space's own list, else scikit-learn's English list."""
-    if space.stop_words:
-        return space.stop_mask.to(space.vectors.device)
-    mask = torch.zeros(space.size, dtype=torch.bool)
-    for word in ENGLISH_STOP_WORDS:
-        idx = space.index.get(word)
-        if idx is not None:
-            mask[idx] = True
-    return mask.to(space.vectors.device)
 
 
 def frequency_rank(space: dpkit.EmbeddingSpace, counts: torch.Tensor | None) -> torch.Tensor:

@@ -9,9 +9,9 @@ from pydantic import Field, model_validator
 
 import dpkit
 from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
+from dpkit.noise import sample_laplace_noise
 from dpkit.search import VocabIndex
-from dpkit_baselines.laplace import sample_laplace_noise
-from dpkit_baselines.sampling import stop_word_mask
+from dpkit.space import stop_word_mask
 
 from dpkit_stencil.window import max_contribution, window_mix
 
