@@ -3,6 +3,7 @@
 from dpkit.models.api import load_model
 from dpkit.models.loaders import (is_causal_config, load_hf_split, load_npy_space,
                                   load_word2vec_text)
+from dpkit.models.lora import with_lora
 from dpkit.models.split import ServerOutput, SplitModel, TokenBatch, last_token_pool, mean_pool
 from dpkit.models.stopwords import ENGLISH_STOP_WORDS
 from dpkit.models.tiny import tiny_causal, tiny_encoder, tiny_tokenizer
@@ -22,4 +23,5 @@ __all__ = [
     "tiny_causal",
     "tiny_encoder",
     "tiny_tokenizer",
+    "with_lora",
 ]

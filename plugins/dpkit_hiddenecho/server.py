@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
-import warnings
 
 import torch
 from torch import nn
+
+from dpkit.models import with_lora
 
 
 def transformer_blocks(model: nn.Module, num_layers: int) -> nn.ModuleList:
@@ -37,10 +38,7 @@ def attach_lora(split_model, rank: int, alpha: float, dropout: float,
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout,
                              target_modules=targets or None, layers_to_transform=layers)
     try:
-        with warnings.catch_warnings():  # peft asks transformers a deprecated question; not ours
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
-                                    category=FutureWarning)
-            split_model.server = peft.get_peft_model(split_model.server, config)
+        split_model.server = with_lora(split_model.server, config)
     except ValueError as exc:
         raise ValueError(f"LoRA could not find its target modules in "
                          f"{type(split_model.server).__name__} ({exc}); set lora_targets to "

@@ -39,12 +39,14 @@ class GenerateParams(ObfuscationParams):
 def lora_fine_tune(model, data_ids: torch.Tensor, mask: torch.Tensor, p: GenerateParams,
                    generator: torch.Generator, device: torch.device):
     """Wrap ``model`` with LoRA adapters on every linear layer and train ``p.steps`` steps."""
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig
+
+    from dpkit.models import with_lora
 
     present = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
     config = LoraConfig(r=p.lora_r, lora_alpha=p.lora_alpha, lora_dropout=0.0,
                         target_modules=[t for t in LORA_TARGETS if t in present])
-    model = get_peft_model(model, config)
+    model = with_lora(model, config)
     opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=p.lr,
                             betas=(0.9, 0.95))
     model.train()
