@@ -11,8 +11,8 @@ from pydantic import Field
 import dpkit
 from dpkit.accounting import KAnonymityGuarantee
 from dpkit.search import VocabIndex
-
 from dpkit.space import stop_word_mask
+
 from dpkit_baselines.sampling import frequency_rank, gumbel_argmax
 
 
