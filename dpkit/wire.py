@@ -131,13 +131,15 @@ class Wire:
     # -------------------------------------------------------------------- sending
     def send(self, name: str, tensor: torch.Tensor, direction: str = UP, *,
              units: int | None = None, rows: torch.Tensor | None = None,
-             observe: str | None = None, requires_grad: bool = False) -> torch.Tensor:
+             observe: str | None = None, observe_rows: torch.Tensor | None = None,
+             requires_grad: bool = False) -> torch.Tensor:
         """Send ``tensor`` one way; returns the receiver's detached copy (a leaf if ``requires_grad``).
 
         Up-sends need a declared release named ``name`` (an undeclared one is recorded as ε = ∞).
         ``units`` is how many units this send releases (default: rows of ``tensor``, or of
         ``tensor[rows]`` when a boolean ``rows`` mask marks the real rows, e.g. non-padding).
-        ``observe`` keeps the sent rows (``tensor[rows]`` if given) under that view key.
+        ``observe`` keeps the sent rows (``tensor[rows]``, or ``tensor[observe_rows]`` to keep
+        fewer, e.g. no special tokens) under that view key for the attacks.
         """
         if direction not in (UP, DOWN):
             raise ValueError(f"wire direction must be {UP!r} or {DOWN!r}, got {direction!r}")
@@ -149,7 +151,8 @@ class Wire:
             self._count(name, real, units)
         received = tensor.detach()
         if observe is not None:
-            self._observe(observe, real.detach())
+            shown = tensor[observe_rows.bool()] if observe_rows is not None else real
+            self._observe(observe, shown.detach())
         return received.requires_grad_(True) if requires_grad else received
 
     def _count(self, name: str, real: torch.Tensor, units: int | None) -> None:
