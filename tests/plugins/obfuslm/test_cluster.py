@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from dpkit_obfuslm.cluster import embed_cluster, embed_cluster_dense, topk_similar
 
 
