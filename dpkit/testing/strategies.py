@@ -90,7 +90,9 @@ def valid_params(draw, params_cls: type, fixed: dict | None = None) -> dict:
         if name in fixed:
             continue
         strategy = _field_strategy(field.annotation, list(field.metadata), field.default)
-        if field.is_required() or draw(st.booleans()):
+        if field.is_required():
+            out[name] = draw(strategy)
+        elif draw(st.booleans()):
             out[name] = draw(strategy)
     try:
         params_cls.model_validate(out)

@@ -1,12 +1,12 @@
 """CusText(+): output sets partition the vocabulary, probabilities equal the formula, ε within a set."""
 
 import torch
-from dpkit_baselines import CusText, CusTextPlus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import KAnonymityGuarantee
 from dpkit.testing.strategies_tokens import random_space
+from dpkit_baselines import CusText, CusTextPlus
 
 
 def test_sets_partition_vocabulary_with_size_k():

@@ -1,13 +1,13 @@
 """SanText(+): output probabilities equal the formula; log-ratios stay within ε·d; sampling matches."""
 
 import torch
-from dpkit_baselines import SanText, SanTextPlus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit.space import EmbeddingSpace
 from dpkit.testing.strategies_tokens import random_space, spaces
+from dpkit_baselines import SanText, SanTextPlus
 
 
 def max_log_ratio_excess(mech, space, eps):
@@ -97,7 +97,7 @@ def test_santext_plus_sampling_matches_probabilities():
 
 
 def test_sample_by_id_matches_each_row_across_blocks(monkeypatch):
-    from dpkit_baselines import sampling
+    import dpkit_baselines.sampling as sampling
 
     monkeypatch.setattr(sampling, "MAX_BLOCK", 16)  # 2 distinct ids per block over 8 columns
     logits = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))

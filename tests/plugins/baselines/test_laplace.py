@@ -4,12 +4,12 @@ import math
 
 import pytest
 import torch
-from dpkit_baselines import LaplaceDx, Text2Text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import MetricDpGuarantee
 from dpkit.testing.strategies_tokens import random_space
+from dpkit_baselines import LaplaceDx, Text2Text
 
 
 def gen(seed=0):

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from dpkit_dped.corpus import (
-    build_vocabulary,
-    encode,
-    partition,
-    skipgram_pairs,
-    tokenize,
-)
-from dpkit_dped.defenses import DpedDefense
-from dpkit_dped.pipeline import prepare, teacher_models
 
+from dpkit_dped.corpus import build_vocabulary, encode, partition, skipgram_pairs, tokenize
+from dpkit_dped.pipeline import prepare, teacher_models
+from dpkit_dped.defenses import DpedDefense
 from dpkit.data.types import TextDataset, TextSplit
 
 from .conftest import TEACHER, make_texts, tiny_dataset

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from dpkit_obfuslm.cluster import embed_cluster, embed_cluster_dense, topk_similar
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 
 import torch
-from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
 
 from dpkit.models import tiny_causal, tiny_encoder
+from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
 
 TEXTS = ["the movie was good", "a bad plot and a great actor"]
 

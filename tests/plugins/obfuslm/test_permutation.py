@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 
 import torch
-from dpkit_obfuslm.client import ObfusClient
-from dpkit_obfuslm.obfuscate import VocabKey, install_tables, obfuscate_tables
 
 from dpkit.models import tiny_causal
+from dpkit_obfuslm.client import ObfusClient
+from dpkit_obfuslm.obfuscate import VocabKey, install_tables, obfuscate_tables
 
 PROMPTS = ["the movie was good and the plot", "a bad actor in a boring film"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from dpkit_obfuslm.cluster import embed_cluster, embed_cluster_dense
-from dpkit_obfuslm.obfuscate import obfuscate_tables
 
 from dpkit.plugins import get_registry
 from dpkit.search import nearest
+from dpkit_obfuslm.cluster import embed_cluster, embed_cluster_dense
+from dpkit_obfuslm.obfuscate import obfuscate_tables
 
 pytestmark = pytest.mark.network
 

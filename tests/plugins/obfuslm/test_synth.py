@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+
 from dpkit_obfuslm.cluster import embed_cluster, members_from_labels
 from dpkit_obfuslm.synth import log_weights, shift_invariant_sensitivity, weight_synth
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import DenoiserConfig, ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import privatize_tokens

@@ -2,18 +2,12 @@
 
 import pytest
 import torch
-from dpkit_stencil import (
-    DxStencil,
-    Stencil,
-    max_contribution,
-    window_matrix,
-    window_offsets,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit.testing.strategies_tokens import random_space
+from dpkit_stencil import DxStencil, Stencil, max_contribution, window_matrix, window_offsets
 
 sigmas = st.sampled_from([0.25, 0.5, 0.75, 1.0, 1.25, 3.0, 50.0])
 
