@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from dpkit.cache import process_cache
+
 if TYPE_CHECKING:
     from dpkit.accounting import Ledger
     from dpkit.registry import Registry
@@ -38,7 +40,8 @@ def derive_seed(seed: int, *streams: str) -> int:
     return int.from_bytes(h.digest()[:8], "little") >> 1
 
 
-_LOADED: dict[tuple, Any] = {}
+_LOADED = process_cache("dpkit.loaded_components",
+                        "datasets and models loaded by the runner, by (kind, name, params, device)")
 
 
 def load_component(registry: Registry, kind: str, name: str, params: dict,
@@ -47,10 +50,12 @@ def load_component(registry: Registry, kind: str, name: str, params: dict,
     import json
 
     key = (kind, name, json.dumps(params, sort_keys=True, default=str), str(device))
-    if key not in _LOADED:
+
+    def load() -> Any:
         source = registry.build(kind, name, params)
-        _LOADED[key] = source.load() if kind == "dataset" else source.load(device)
-    return _LOADED[key]
+        return source.load() if kind == "dataset" else source.load(device)
+
+    return _LOADED.get_or_build(key, load)
 
 
 def clear_loaded() -> None:

@@ -10,9 +10,7 @@ import numpy as np
 import torch
 
 from dpkit.context import RunContext, cache_root, derive_seed, load_component, resolve_device
-from dpkit.runner.cells import Cell
-from dpkit.spec import PrivacySettings
-from dpkit.spec_check import MECHANISM_TASK
+from dpkit.spec import MECHANISM_TASK, Cell, PrivacySettings
 
 
 def seed_everything(seed: int) -> None:

@@ -1,17 +1,20 @@
 """A toy plug-in (generated data, a random space, a noisy defense, an attack) for tests and demos.
 
-Load it with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.toy`` or ``dpkit.plugins.register_plugin``. Nothing here
-is a research method; it exercises the runner, the ledger and the reports in seconds.
+Load it with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy`` or ``dpkit.plugins.register_plugin``.
+Nothing here is a research method; it exercises the runner, the ledger and the reports in seconds.
+Its guarantee is still declared correctly (a test double that over-claims would teach the wrong
+thing).
 """
 
 from __future__ import annotations
 
 import time
 
+import dp_accounting
 import torch
 from pydantic import Field
 
-from dpkit.accounting import MetricDpGuarantee
+from dpkit.accounting import DpGuarantee
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.hookspecs import hookimpl
 from dpkit.params import Params
@@ -63,7 +66,13 @@ class ToySpace:
 
 
 class ToyNoise:
-    """Adds isotropic noise of scale 1/eta to token embeddings (declared as eta-dχ)."""
+    """Adds Gaussian noise of standard deviation 1/eta to token embeddings, declared (ε, δ)-DP.
+
+    Gaussian noise gives no η-dχ guarantee (its privacy loss is unbounded in the tails), so each
+    token release is declared as the Gaussian mechanism: ``GaussianDpEvent(σ/Δ)`` with σ = 1/eta
+    and Δ the largest L2 distance between two vocabulary vectors (replacing one token moves its
+    embedding by at most Δ). The ledger composes one event per released token.
+    """
 
     name = "toy_noise"
 
@@ -82,9 +91,7 @@ class ToyNoise:
         time.sleep(self.params.sleep)
         space: EmbeddingSpace = ctx.model
         ids = torch.cat(space.encode(ctx.dataset["test"].texts)).to(ctx.device)
-        # one pass over the data: count = tokens released, each once (η per token, η·Σd per doc)
-        ctx.ledger.spend(MetricDpGuarantee(self.params.eta, "l2", space.name), "toy_noise",
-                         count=int(ids.numel()))
+        ctx.ledger.spend(self.guarantee(space), "toy_noise", count=int(ids.numel()))
         clean = space.vectors[ids]
         noise = torch.randn(clean.shape, generator=ctx.generator("noise"), device=ctx.device)
         noisy = clean + noise / self.params.eta
@@ -95,6 +102,14 @@ class ToyNoise:
                             truth={"token_ids": ids}),
             wire_bytes={"up": noisy.numel() * noisy.element_size()},
         )
+
+
+    def guarantee(self, space: EmbeddingSpace) -> DpGuarantee:
+        """The Gaussian mechanism on one token: noise multiplier σ/Δ (Δ: the space's diameter)."""
+        diameter = float(torch.cdist(space.vectors.float(), space.vectors.float()).max())
+        sigma = 1.0 / self.params.eta
+        return DpGuarantee(dp_accounting.GaussianDpEvent(sigma / diameter),
+                           f"Gaussian σ={sigma:.4g} on embeddings, L2 sensitivity {diameter:.4g}")
 
 
 class ToyAttack:
