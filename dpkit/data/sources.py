@@ -12,8 +12,6 @@ an interrupted fetch never leaves an entry that later loads.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import hashlib
 import os
 import shutil
@@ -22,10 +20,12 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from filelock import FileLock
 from tqdm.auto import tqdm
 
+from dpkit.component import Component
 from dpkit.context import cache_root
 from dpkit.data.unpack import unpack_archive
 from dpkit.errors import DataSourceError
@@ -252,17 +252,13 @@ class HubSource:
                 "local folder instead") from None
 
 
-class CatalogueEntry:
+class CatalogueEntry(Component):
     """Base of the built-in dataset and model sources: a name, params, provenance for listings."""
 
-    name: ClassVar[str]
     kind: ClassVar[str] = ""
     size: ClassVar[str] = ""
     artifact: ClassVar[PinnedArtifact | None] = None
     inner: ClassVar[str] = ""
-
-    def __init__(self, params):
-        self.params = params
 
     @classmethod
     def source(cls) -> str:

@@ -15,6 +15,7 @@ import torch
 from pydantic import Field
 
 from dpkit.accounting import DpGuarantee
+from dpkit.component import Component
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.hookspecs import hookimpl
 from dpkit.params import Params
@@ -24,7 +25,7 @@ from dpkit.space import EmbeddingSpace
 WORDS = [f"w{i}" for i in range(40)]
 
 
-class ToyText:
+class ToyText(Component):
     """Generated sentences over 40 words, two labels."""
 
     name = "toy_text"
@@ -32,9 +33,6 @@ class ToyText:
     class Params(Params):
         n_docs: int = Field(24, ge=2, le=10_000)
         seed: int = 0
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def load(self) -> TextDataset:
         """Seeded random documents split 50/50."""
@@ -47,16 +45,13 @@ class ToyText:
                                         "test": TextSplit(docs[half:], labels[half:])}, ("a", "b"))
 
 
-class ToySpace:
+class ToySpace(Component):
     """A random 40×8 embedding space."""
 
     name = "toy_space"
 
     class Params(Params):
         dim: int = Field(8, ge=1, le=512)
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def load(self, device: torch.device) -> EmbeddingSpace:
         """Seeded Gaussian vectors on ``device``."""
@@ -65,7 +60,7 @@ class ToySpace:
                               ).to(device)
 
 
-class ToyNoise:
+class ToyNoise(Component):
     """Adds Gaussian noise of standard deviation 1/eta to token embeddings, declared (ε, δ)-DP.
 
     Gaussian noise gives no η-dχ guarantee (its privacy loss is unbounded in the tails), so each
@@ -80,9 +75,6 @@ class ToyNoise:
         eta: float = Field(1.0, gt=0)
         fail: bool = False
         sleep: float = Field(0.0, ge=0)
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def run(self, ctx) -> DefenseResult:
         """Noise every test token; utility is the share still nearest to itself."""
@@ -112,7 +104,7 @@ class ToyNoise:
                            f"Gaussian σ={sigma:.4g} on embeddings, L2 sensitivity {diameter:.4g}")
 
 
-class ToyAttack:
+class ToyAttack(Component):
     """Guesses each token as the nearest vocabulary vector."""
 
     name = "toy_attack"
@@ -120,9 +112,6 @@ class ToyAttack:
 
     class Params(Params):
         pass
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def run(self, view: ServerView, ctx) -> dict[str, float]:
         """Top-1 recovery rate."""
