@@ -39,6 +39,12 @@ def _as_count(count: Any, label: str) -> int:
         raise AccountingError(f"spend {label!r}: count must be an integer ≥ 1, got {count!r}") from None
 
 
+def _same_groups(kept: list[tuple[Any, int]], groups: list[tuple[Any, int]]) -> bool:
+    """True if two grouped-spend lists hold the very same event objects with the same counts."""
+    return len(kept) == len(groups) and all(
+        a is b and m == n for (a, m), (b, n) in zip(kept, groups))
+
+
 class Spend(NamedTuple):
     """One recorded spend: a guarantee, what it was for, and how many times it was applied."""
 
@@ -54,19 +60,29 @@ class Ledger:
     accountant (``"rdp"`` default, or ``"pld"``), ``ceiling`` an optional budget (a float caps
     both ε's, or a mapping with ``epsilon`` / ``eta`` / ``anonymity_epsilon``); a spend over it
     raises :class:`~dpkit.errors.BudgetExceededError` and is not recorded. ``orders`` overrides
-    the RDP orders (dp-accounting's default grid otherwise).
+    the RDP orders (dp-accounting's default grid otherwise), ``pld_discretization`` the PLD
+    value-discretisation interval (1e-4). ``neighboring`` is the relation (ε, δ) is stated in:
+    ``"add_remove"`` (one record added or removed, default) or ``"replace_one"``.
     """
 
     def __init__(self, delta: float = 1e-5, accountant: str = "rdp",
                  ceiling: float | Mapping[str, float] | Ceiling | None = None,
-                 orders: Sequence[float] | None = None):
+                 orders: Sequence[float] | None = None, neighboring: str = "add_remove",
+                 pld_discretization: float | None = None):
         if not 0 <= delta < 1:
             raise AccountingError(f"ledger delta must lie in [0, 1), got {delta!r}")
         self.delta_target = float(delta)
         self.accountant = ev.check_accountant(accountant)
+        self.neighboring = ev.check_neighboring(neighboring)
         self.orders = list(orders) if orders is not None else None
         if self.orders is not None and self.accountant != "rdp":
             raise AccountingError("RDP orders were given with accountant='pld'; drop them")
+        if pld_discretization is not None and self.accountant != "pld":
+            raise AccountingError("a PLD discretisation interval was given with accountant='rdp'; "
+                                  "drop it or use accountant='pld'")
+        self.pld_discretization = (None if pld_discretization is None
+                                   else ev.check_discretization(pld_discretization))
+        self._composed: tuple[list[tuple[Any, int]], Any] | None = None
         self.ceiling = Ceiling.coerce(ceiling)
         self._spends: list[Spend] = []
         self._dp: dict[Hashable, list] = {}
@@ -89,6 +105,9 @@ class Ledger:
             raise AccountingError(f"spend {label!r}: count must be an integer ≥ 1, got {count!r}")
         if type(label) is not str or not label:
             raise AccountingError(f"a spend needs a non-empty label, got {label!r}")
+        if isinstance(guarantee, DpGuarantee):
+            ev.check_supported(guarantee.event, self.accountant, self.orders, self.neighboring,
+                               what=f"spend {label!r}")
         if self.ceiling is not None:
             self.ceiling.check(self, guarantee, label, count)
         return self._record(Spend(guarantee, label, count))
@@ -132,6 +151,21 @@ class Ledger:
         """All DP spends as one dp-accounting event (grouped ``SelfComposedDpEvent``s)."""
         return ev.composed_event(self.dp_groups())
 
+    def composed_accountant(self, extra: tuple[DpGuarantee, int] | None = None):
+        """The dp-accounting accountant holding every DP spend (plus ``extra``), kept for reuse.
+
+        Composition runs once per set of spends; any number of ε(δ) / δ(ε) queries reuse it,
+        and a ceiling check's accountant is reused once its spend is recorded.
+        """
+        groups = self.dp_groups(extra)
+        if self._composed is not None and _same_groups(self._composed[0], groups):
+            return self._composed[1]
+        acct = ev.composed_accountant(ev.composed_event(groups), self.accountant, self.orders,
+                                      neighboring=self.neighboring,
+                                      discretization=self.pld_discretization)
+        self._composed = (groups, acct)
+        return acct
+
     @property
     def no_guarantee_reasons(self) -> list[str]:
         """Reasons of every NoGuarantee spend (each makes ε = ∞)."""
@@ -144,9 +178,11 @@ class Ledger:
         if not self._dp:
             return 0.0
         d = self.delta_target if delta is None else float(delta)
+        if not 0 <= d < 1:
+            raise AccountingError(f"delta must lie in [0, 1), got {delta!r}")
         key = ("eps", d)
         if key not in self._cache:
-            self._cache[key] = ev.epsilon_of(self.dp_event(), d, self.accountant, self.orders)
+            self._cache[key] = float(self.composed_accountant().get_epsilon(d))
         return self._cache[key]
 
     def delta(self, epsilon: float) -> float:
@@ -155,7 +191,9 @@ class Ledger:
             return 1.0
         if not self._dp:
             return 0.0
-        return ev.delta_of(self.dp_event(), float(epsilon), self.accountant, self.orders)
+        if not epsilon >= 0:
+            raise AccountingError(f"epsilon must be ≥ 0, got {epsilon!r}")
+        return float(self.composed_accountant().get_delta(float(epsilon)))
 
     # ------------------------------------------------------------ metric DP
     # A metric-DP spend is one pass over data: ``count`` token (or sequence) releases, each
@@ -224,6 +262,7 @@ class Ledger:
         """JSON-ready record of the ledger (settings, spends, summary; ∞ written as ``"inf"``)."""
         return {
             "format": FORMAT, "delta": self.delta_target, "accountant": self.accountant,
+            "neighboring": self.neighboring, "pld_discretization": self.pld_discretization,
             "orders": self.orders, "ceiling": self.ceiling.to_dict() if self.ceiling else None,
             "spends": [{"label": s.label, "count": s.count,
                         "guarantee": guarantee_to_dict(s.guarantee)} for s in self._spends],
@@ -238,7 +277,9 @@ class Ledger:
             raise AccountingError(f"not a dpkit ledger record: format={data.get('format')!r}, "
                                   f"expected {FORMAT!r}")
         ledger = cls(delta=data["delta"], accountant=data["accountant"],
-                     ceiling=data.get("ceiling"), orders=data.get("orders"))
+                     ceiling=data.get("ceiling"), orders=data.get("orders"),
+                     neighboring=data.get("neighboring", "add_remove"),
+                     pld_discretization=data.get("pld_discretization"))
         for item in data["spends"]:
             ledger._record(Spend(guarantee_from_dict(item["guarantee"]), item["label"],
                                  int(item["count"])))
