@@ -91,6 +91,8 @@ class DpkitPLDAccountant(PLDAccountant):
     """dp-accounting's PLD accountant that also composes :class:`PureDpEvent` / :class:`ApproxDpEvent`."""
 
     def _maybe_compose(self, event, count, do_compose):
+        if isinstance(event, dp_accounting.RandomizedResponseDpEvent):
+            return self._compose_randomized_response(event, count, do_compose)
         if not isinstance(event, (PureDpEvent, ApproxDpEvent)):
             return super()._maybe_compose(event, count, do_compose)
         problem = _check(event, self.neighboring_relation)
@@ -102,6 +104,21 @@ class DpkitPLDAccountant(PLDAccountant):
                 params, value_discretization_interval=self._value_discretization_interval)
             self._pld = self._pld.compose(pld.self_compose(count) if count > 1 else pld)
         return problem
+
+
+    def _compose_randomized_response(self, event, count, do_compose):
+        """dp-accounting's randomized response, composed ``count`` times (it composes it once)."""
+        problem = super()._maybe_compose(event, count, False)
+        if problem is not None or not do_compose:
+            return problem
+        if count <= 1 or event.num_buckets == 1 or event.noise_parameter == 0:
+            return super()._maybe_compose(event, count, True)
+        pld = pld_lib.from_randomized_response(
+            noise_parameter=event.noise_parameter, num_buckets=event.num_buckets,
+            value_discretization_interval=self._value_discretization_interval,
+            neighboring_relation=self.neighboring_relation)
+        self._pld = self._pld.compose(pld.self_compose(count) if count > 1 else pld)
+        return None
 
 
 class DpkitRdpAccountant(RdpAccountant):
