@@ -21,7 +21,7 @@ ACCOUNTANTS = ("rdp", "pld")
 PLD_DISCRETIZATION = 1e-4
 """dp-accounting's default PLD value-discretisation interval (pessimistic rounding)."""
 NEIGHBORINGS = tuple(NEIGHBORING)
-"""Neighbouring relations a ledger can compose under: ``add_remove`` (default), ``replace_one``."""
+"""Relations a ledger composes under: ``add_remove`` (default), ``replace_one``, ``replace_special``."""
 
 
 def check_accountant(name: str) -> str:

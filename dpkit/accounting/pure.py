@@ -26,7 +26,8 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
 NEIGHBORING = {"add_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-               "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE}
+               "replace_one": dp_accounting.NeighboringRelation.REPLACE_ONE,
+               "replace_special": dp_accounting.NeighboringRelation.REPLACE_SPECIAL}
 """dpkit's names for dp-accounting's neighbouring relations."""
 _NAME_OF = {v: k for k, v in NEIGHBORING.items()}
 _Details = dp_accounting.PrivacyAccountant.CompositionErrorDetails
@@ -69,6 +70,8 @@ def _effective_epsilon(event: PureDpEvent | ApproxDpEvent, relation) -> float | 
         return event.epsilon
     if declared == "add_remove" and relation == NEIGHBORING["replace_one"]:
         return 2 * event.epsilon  # a replacement is one removal and one addition
+    if declared == "replace_one" and relation == NEIGHBORING["replace_special"]:
+        return event.epsilon  # replacing by the special record is one replacement
     return None
 
 
