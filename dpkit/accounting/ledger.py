@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dpkit.accounting import events as ev
 from dpkit.accounting import rules
 from dpkit.accounting.ceiling import Ceiling
+from dpkit.accounting.composition import DpComposition
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     Guarantee,
@@ -37,12 +38,6 @@ def _as_count(count: Any, label: str) -> int:
         return operator.index(count)
     except TypeError:
         raise AccountingError(f"spend {label!r}: count must be an integer ≥ 1, got {count!r}") from None
-
-
-def _same_groups(kept: list[tuple[Any, int]], groups: list[tuple[Any, int]]) -> bool:
-    """True if two grouped-spend lists hold the very same event objects with the same counts."""
-    return len(kept) == len(groups) and all(
-        a is b and m == n for (a, m), (b, n) in zip(kept, groups))
 
 
 class Spend(NamedTuple):
@@ -72,21 +67,11 @@ class Ledger:
         if not 0 <= delta < 1:
             raise AccountingError(f"ledger delta must lie in [0, 1), got {delta!r}")
         self.delta_target = float(delta)
-        self.accountant = ev.check_accountant(accountant)
-        self.neighboring = ev.check_neighboring(neighboring)
-        self.orders = list(orders) if orders is not None else None
-        if self.orders is not None and self.accountant != "rdp":
-            raise AccountingError("RDP orders were given with accountant='pld'; drop them")
-        if pld_discretization is not None and self.accountant != "pld":
-            raise AccountingError("a PLD discretisation interval was given with accountant='rdp'; "
-                                  "drop it or use accountant='pld'")
-        self.pld_discretization = (None if pld_discretization is None
-                                   else ev.check_discretization(pld_discretization))
-        self._composed: tuple[list[tuple[Any, int]], Any] | None = None
+        self._dp = DpComposition(accountant, orders, neighboring, pld_discretization)
+        self.accountant, self.neighboring = self._dp.accountant, self._dp.neighboring
+        self.orders, self.pld_discretization = self._dp.orders, self._dp.discretization
         self.ceiling = Ceiling.coerce(ceiling)
         self._spends: list[Spend] = []
-        self._dp: dict[Hashable, list] = {}
-        self._dp_slot: dict[int, list] = {}  # id(guarantee) -> its group; spends keep it alive
         self._metric: dict[MetricDpGuarantee, int] = {}
         self._metric_passes: dict[MetricDpGuarantee, int] = {}
         self._kanon: dict[KAnonymityGuarantee, int] = {}
@@ -106,8 +91,7 @@ class Ledger:
         if type(label) is not str or not label:
             raise AccountingError(f"a spend needs a non-empty label, got {label!r}")
         if isinstance(guarantee, DpGuarantee):
-            ev.check_supported(guarantee.event, self.accountant, self.orders, self.neighboring,
-                               what=f"spend {label!r}")
+            self._dp.check(guarantee, label)
         if self.ceiling is not None:
             self.ceiling.check(self, guarantee, label, count)
         return self._record(Spend(guarantee, label, count))
@@ -115,11 +99,7 @@ class Ledger:
     def _record(self, spend: Spend) -> Spend:
         g, n = spend.guarantee, spend.count
         if isinstance(g, DpGuarantee):
-            slot = self._dp_slot.get(id(g))
-            if slot is None:
-                slot = self._dp.setdefault(ev.event_key(g.event), [g.event, 0])
-                self._dp_slot[id(g)] = slot
-            slot[1] += n
+            self._dp.add(g, n)
         elif isinstance(g, MetricDpGuarantee):
             self._metric[g] = self._metric.get(g, 0) + n
             self._metric_passes[g] = self._metric_passes.get(g, 0) + 1
@@ -142,10 +122,7 @@ class Ledger:
     # ------------------------------------------------------------ (ε, δ)-DP
     def dp_groups(self, extra: tuple[DpGuarantee, int] | None = None) -> list[tuple[Any, int]]:
         """The (event, count) groups of DP spends, optionally with one more spend added."""
-        groups = [(e, c) for e, c in self._dp.values()]
-        if extra is not None:
-            groups = ev.group_events(groups + [(extra[0].event, extra[1])])
-        return groups
+        return self._dp.groups(extra)
 
     def dp_event(self):
         """All DP spends as one dp-accounting event (grouped ``SelfComposedDpEvent``s)."""
@@ -157,14 +134,7 @@ class Ledger:
         Composition runs once per set of spends; any number of ε(δ) / δ(ε) queries reuse it,
         and a ceiling check's accountant is reused once its spend is recorded.
         """
-        groups = self.dp_groups(extra)
-        if self._composed is not None and _same_groups(self._composed[0], groups):
-            return self._composed[1]
-        acct = ev.composed_accountant(ev.composed_event(groups), self.accountant, self.orders,
-                                      neighboring=self.neighboring,
-                                      discretization=self.pld_discretization)
-        self._composed = (groups, acct)
-        return acct
+        return self._dp.accountant_for(extra)
 
     @property
     def no_guarantee_reasons(self) -> list[str]:
