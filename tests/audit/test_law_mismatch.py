@@ -81,3 +81,30 @@ def test_broken_samplers_are_a_law_mismatch_on_glove_50d(name):
                     confidence=MechanismContract.audit_confidence, seed=0, space=space)
     assert correct.verdict is Verdict.PASS, correct.one_line()
     assert math.isfinite(report.checks["sampler_matches_declared_law_p"])
+
+
+def test_pure_guarantees_are_audited_at_their_declared_epsilon():
+    from dpkit.accounting import DpGuarantee
+    from dpkit.audit import Claim
+    from reference import RefRandomizedResponse
+
+    claim = Claim.from_guarantee(DpGuarantee.pure(2.0), delta=1e-5)
+    assert (claim.kind, claim.epsilon, claim.delta) == ("dp", 2.0, 0.0)
+    assert Claim.from_guarantee(DpGuarantee.pure(2.0, neighboring="add_remove"), 1e-5).epsilon == 4.0
+
+    class PureRR(RefRandomizedResponse):
+        name = "pure_rr"
+
+        def guarantee(self, space=None):
+            return DpGuarantee.pure(self.params.epsilon)
+
+    assert audit(PureRR, {"epsilon": 2.0}, samples=4000, seed=0).verdict is Verdict.PASS
+
+    class Understated(PureRR):
+        name = "understated_rr"
+
+        def guarantee(self, space=None):
+            return DpGuarantee.pure(self.params.epsilon / 4)
+
+    report = audit(Understated, {"epsilon": 4.0}, samples=4000, seed=0)
+    assert report.verdict is Verdict.FAIL, report.one_line()
