@@ -13,7 +13,8 @@ def register(sub) -> None:
     p = sub.add_parser("audit", help="empirically test a mechanism's declared privacy guarantee",
                        description="Estimate a lower bound on the privacy loss of a registered "
                        "mechanism and compare it with its declared guarantee. Exit status: 0 PASS, "
-                       "1 FAIL, 3 INCONCLUSIVE, 2 bad input.")
+                       "1 FAIL, 3 INCONCLUSIVE, 4 LAW_MISMATCH (the draws do not follow the "
+                       "declared output law), 2 bad input.")
     p.add_argument("name", help="registered mechanism name (see `dpkit plugins`)")
     p.add_argument("--params", default="{}", help="mechanism params as a JSON object")
     p.add_argument("--samples", type=int, default=4000, help="draws per input (default 4000)")
