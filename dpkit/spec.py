@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dpkit.errors import SpecError
+from dpkit.evidence.claims import Claim
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -95,6 +96,7 @@ class Spec(_Strict):
     report: ReportSettings = Field(default_factory=ReportSettings)
     resources: Resources = Field(default_factory=Resources)
     output: str | None = None
+    claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
     path: str = Field("", exclude=True)
 
     @model_validator(mode="after")

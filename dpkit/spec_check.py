@@ -50,6 +50,9 @@ def check_components(spec: Spec, registry=None) -> None:
             _validate(cls, cell.params, path, f"sweep → {cell.method}", cell.point)
     if any(c.kind == "mechanism" for c in cells):
         _check_evaluation(registry, spec)
+    from dpkit.evidence.check import check_claims
+
+    check_claims(spec, cells)
 
 
 def _check_evaluation(registry, spec: Spec) -> None:
