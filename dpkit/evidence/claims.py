@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Scalar = Union[float, int, str, bool]
+Scalar = float | int | str | bool
 
 
 class Claim(BaseModel):

@@ -43,8 +43,8 @@ def test_a_valid_claim_loads(tmp_path, toy_plugins):
      "share no value of eta (Mild: 4, 8; Heavy: 0.5)"),
     ("{method: Mild, versus: Mild-2, metric: preserved, direction: greater}", "claims.0.where",
      "add where: {fail: VALUE}"),
-    ("{method: Mild, versus: Mild-2, metric: preserved, direction: greater, points: [3], "
-     "where: {fail: false}}",
+    (("{method: Mild, versus: Mild-2, metric: preserved, direction: greater, points: [3], "
+      "where: {fail: false}}"),
      "claims.0.points", "no cell at eta=3"),
     ("{method: Mild, versus: Heavy, metric: preserved, direction: up}", "claims.0.direction",
      "greater"),
