@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from dpkit.evidence.claims import Claim
 from dpkit.evidence.stats import Summary, holm, one_sided_p, summarize
-from dpkit.evidence.verdict import (ClaimResult, evaluate, evaluate_all, format_verdicts,
-                                    write_claims)
+from dpkit.evidence.verdict import (
+                                    ClaimResult,
+                                    evaluate,
+                                    evaluate_all,
+                                    format_verdicts,
+                                    write_claims,
+)
 
 __all__ = ["Claim", "ClaimResult", "Summary", "evaluate", "evaluate_all", "format_verdicts",
            "holm", "one_sided_p", "summarize", "write_claims"]
