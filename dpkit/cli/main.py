@@ -13,7 +13,7 @@ import sys
 
 from dpkit.errors import DpkitError, ParamsError, SpecError
 
-COMMANDS = ("run", "validate", "plugins", "budget", "audit", "data")
+COMMANDS = ("run", "validate", "plugins", "budget", "audit", "data", "report")
 
 
 class _Parser(argparse.ArgumentParser):
