@@ -3,7 +3,7 @@
 Per compared point: the paired differences over seeds, their Student-t 95 % interval, and two
 one-sided t tests — for the claim (H0: "A is not better by the margin") and against it (H0: "A is
 better by the margin") — each Holm-corrected across the claim's points. ``holds``: every point's
-corrected test for the claim rejects at 5 %. ``refuted``: some point's corrected test against the
+corrected test for the claim rejects at 2.5 % (one-sided; the 95 % interval's tail). ``refuted``: some point's corrected test against the
 claim rejects. Otherwise ``undecided``; always ``undecided`` where a point has fewer than two
 paired seeds. docs/evidence.md states this in full.
 """
@@ -160,6 +160,7 @@ def write_claims(results: list[ClaimResult], path: Path) -> None:
     """claims.json: every claim's verdict, reason and per-point numbers."""
     from dpkit.jsonutil import json_safe
 
-    doc = {"level": 1 - ALPHA, "correction": "holm", "interval": "student-t",
+    doc = {"level": 1 - 2 * ALPHA, "one_sided_alpha": ALPHA, "correction": "holm",
+           "interval": "student-t",
            "claims": [r.to_dict() for r in results]}
     path.write_text(json.dumps(json_safe(doc), indent=2, default=str) + "\n", encoding="utf-8")

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 from pydantic import ValidationError
 
 from dpkit.evidence import Claim, evaluate, format_verdicts, holm
@@ -125,3 +127,15 @@ def test_missing_metric_and_ambiguous_cells_are_explained():
 def test_schema_rejects(bad, message):
     with pytest.raises(ValidationError, match=message):
         claim(**bad)
+
+
+@given(hs.lists(hs.floats(-1, 1), min_size=2, max_size=6), hs.floats(-0.5, 0.5))
+def test_at_one_point_holds_exactly_when_the_interval_lies_beyond_the_margin(diffs, margin):
+    rows = [{"method": m, "point": {"eta": 1}, "params": {}, "seed": s, "metrics": {"acc": v}}
+            for s, d in enumerate(diffs) for m, v in (("A", d), ("B", 0.0))]
+    result = evaluate(claim(margin=margin), rows)
+    d = result.points[0].diff
+    if math.isfinite(d["ci_low"]) and d["sd"] > 1e-9 and abs(d["ci_low"] - margin) > 1e-9 \
+            and abs(d["ci_high"] - margin) > 1e-9:
+        assert (result.verdict == "holds") == (d["ci_low"] > margin)
+        assert (result.verdict == "refuted") == (d["ci_high"] < margin)
