@@ -40,6 +40,7 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path,
     height = 4.2 + FOOTER_LINE * len(footer)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), height), squeeze=False)
     for ax, (xm, ym) in zip(axes[0], panels):
+        assert xm and ym  # panels without both axes were dropped above
         for method, rows in by_method.items():
             _draw_method(ax, method, rows, xm, ym, xm == x)
         xs = [v for r in agg if (v := _value(r, xm, xm == x))]
@@ -75,11 +76,11 @@ def _draw_method(ax, method: str, rows: list[dict], xm: str, ym: str, sweep_axis
         if high > low:
             ax.axhspan(low, high, color=colour, alpha=0.12, linewidth=0)
         return
-    pts = [(a, b, r) for a, b, r in pts if a is not None]
-    yerr = _errors([(b, _interval(r, ym)) for _, b, r in pts])
-    xerr = None if sweep_axis else _errors([(a, _interval(r, xm)) for a, _, r in pts])
-    ax.errorbar([a for a, _, _ in pts], [b for _, b, _ in pts], yerr=yerr, xerr=xerr, marker="o",
-                capsize=3, label=method)
+    placed = [(float(a), b, r) for a, b, r in pts if a is not None]
+    yerr = _errors([(b, _interval(r, ym)) for _, b, r in placed])
+    xerr = None if sweep_axis else _errors([(a, _interval(r, xm)) for a, _, r in placed])
+    ax.errorbar([a for a, _, _ in placed], [b for _, b, _ in placed], yerr=yerr, xerr=xerr,
+                marker="o", capsize=3, label=method)
 
 
 def _errors(centred: list[tuple[float, tuple[float, float]]]) -> list[list[float]]:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from dpkit.errors import DpkitError
+from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
 RUN_ONLY = ("seeds", "output", "device", "resources")
@@ -29,10 +30,10 @@ def register(sub) -> None:
     p.set_defaults(func=_report)
 
 
-def load_run(folder: Path, spec_path: str | None = None):
+def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dict]]:
     """(spec, rows) of one run folder."""
     from dpkit.runner.store import ResultStore
-    from dpkit.spec import Spec, load_spec
+    from dpkit.spec import load_spec
 
     if not (folder / "results.jsonl").is_file():
         raise DpkitError(f"{folder}: no results.jsonl; give a folder that `dpkit run` wrote to")
@@ -49,7 +50,7 @@ def load_run(folder: Path, spec_path: str | None = None):
     return spec, rows
 
 
-def merge_runs(runs: list[tuple[Path, object, list[dict]]]):
+def merge_runs(runs: list[tuple[Path, Spec, list[dict]]]) -> tuple[Spec, list[dict]]:
     """One (spec, rows) from several runs of the same spec; seeds pooled, cells unique by key."""
     first_dir, spec, _ = runs[0]
     base = _comparable(spec)
@@ -67,7 +68,7 @@ def merge_runs(runs: list[tuple[Path, object, list[dict]]]):
     return spec.model_copy(update={"seeds": seeds}), list(rows.values())
 
 
-def _comparable(spec) -> dict:
+def _comparable(spec: Spec) -> dict:
     return {k: v for k, v in spec.model_dump(mode="json").items() if k not in RUN_ONLY}
 
 

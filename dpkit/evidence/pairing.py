@@ -93,7 +93,7 @@ def equal_layout(claim: Claim, rows: list[dict]) -> list[tuple[object, dict, dic
             if p not in table and None not in table:
                 raise ClaimError("points", f"{label!r} has no cell at {claim.over}={p} "
                                  f"(it has {claim.over}: {_values(table)})")
-        layout.append((p, a.get(p, a.get(None)), b.get(p, b.get(None))))
+        layout.append((p, a[p] if p in a else a[None], b[p] if p in b else b[None]))
     return layout
 
 
@@ -141,16 +141,17 @@ def matched_pairs(claim: Claim, rows: list[dict]) -> tuple[list[tuple[float, lis
     Returns ``([(privacy value, [(seed, A, B)])], note)``; an empty list with the reason in
     ``note`` when the methods' privacy ranges do not overlap on every paired seed.
     """
+    privacy = claim.privacy or ""  # the schema requires it with at: matched
     curves, knots = {}, set()
     for label, field in ((claim.method, "method"), (claim.versus, "versus")):
         per_seed, per_point = defaultdict(list), defaultdict(list)
         for r in select(rows, claim, label, field):
             per_seed[r["seed"]].append(r)
-            if (x := value(r, claim.privacy)) is not None and math.isfinite(x):
+            if (x := value(r, privacy)) is not None and math.isfinite(x):
                 per_point[json.dumps(r["point"], sort_keys=True, default=str)].append(x)
         knots |= {sum(xs) / len(xs) for xs in per_point.values()}
         curves[label] = {s: c for s, rs in per_seed.items()
-                         if (c := _curve(rs, claim.privacy, claim.metric)) is not None}
+                         if (c := _curve(rs, privacy, claim.metric)) is not None}
     a, b = curves[claim.method], curves[claim.versus]
     seeds = sorted(set(a) & set(b))
     if not seeds:

@@ -31,10 +31,10 @@ class PointResult:
     a_mean: float
     b_mean: float
     diff: dict
-    p: float | None = None
-    p_holm: float | None = None
-    p_against: float | None = None
-    p_against_holm: float | None = None
+    p: float = math.nan
+    p_holm: float = math.nan
+    p_against: float = math.nan
+    p_against_holm: float = math.nan
 
 
 @dataclass
@@ -62,27 +62,32 @@ def resolve(claim: Claim, report_x: str | None) -> Claim:
 def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> ClaimResult:
     """Judge one claim on the finished rows (paired by seed)."""
     claim = resolve(claim, report_x)
-    base = {"claim": claim.title(), "spec": claim.model_dump(mode="json")}
+
+    def result(verdict: str, reason: str, points: list[PointResult] | None = None) -> ClaimResult:
+        return ClaimResult(claim=claim.title(), verdict=verdict, reason=reason,
+                           spec=claim.model_dump(mode="json"), points=points or [])
+
+    layout: list[tuple[object, list[tuple[int, float, float]]]]
     try:
         if claim.at == "equal":
             layout, note = equal_pairs(claim, rows), f"equal {claim.over}"
         else:
-            layout, note = matched_pairs(claim, rows)
+            matched, note = matched_pairs(claim, rows)
+            layout = list(matched)
     except ClaimError as exc:
-        return ClaimResult(verdict="undecided", reason=f"cannot evaluate: {exc}", **base)
+        return result("undecided", f"cannot evaluate: {exc}")
     if not layout:
-        return ClaimResult(verdict="undecided", reason=note, **base)
+        return result("undecided", note)
     missing = _missing_metric(claim, rows, layout)
     if missing:
-        return ClaimResult(verdict="undecided", reason=missing, **base)
+        return result("undecided", missing)
     points = [_point(claim, at, pairs) for at, pairs in layout]
     thin = [p for p in points if len(p.seeds) < 2]
     if thin:
         where = ", ".join(f"{_at(p.at)} ({len(p.seeds)} seed{'s' * (len(p.seeds) != 1)})"
                           for p in thin)
-        return ClaimResult(verdict="undecided", points=points, **base,
-                           reason=f"fewer than 2 paired seeds at {where}: a confidence interval "
-                           "needs at least 2 (run with --seeds 3 or more)")
+        return result("undecided", f"fewer than 2 paired seeds at {where}: a confidence interval "
+                      "needs at least 2 (run with --seeds 3 or more)", points)
     for p, q in zip(points, holm([p.p for p in points])):
         p.p_holm = q
     for p, q in zip(points, holm([p.p_against for p in points])):
@@ -97,8 +102,7 @@ def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> Cla
         weak = [p for p in points if p.p_holm >= ALPHA]
         verdict, why = "undecided", (f"not significant at {', '.join(_at(p.at) for p in weak)}"
                                      " either way")
-    return ClaimResult(verdict=verdict, reason=f"{why} ({note}, {len(points[0].seeds)} seeds)",
-                       points=points, **base)
+    return result(verdict, f"{why} ({note}, {len(points[0].seeds)} seeds)", points)
 
 
 def _missing_metric(claim: Claim, rows: list[dict], layout) -> str:
@@ -150,7 +154,7 @@ def format_verdicts(results: list[ClaimResult]) -> str:
             d = p.diff
             ci = (f"[{d['ci_low']:+.4g}, {d['ci_high']:+.4g}]" if math.isfinite(d["ci_low"])
                   else "[n/a]")
-            ps = f", p={p.p_holm:.3g} (Holm)" if p.p_holm is not None else ""
+            ps = f", p={p.p_holm:.3g} (Holm)" if math.isfinite(p.p_holm) else ""
             lines.append(f"      at {_at(p.at)}: A={p.a_mean:.4g} B={p.b_mean:.4g} "
                          f"diff={d['mean']:+.4g} {ci}{ps}")
     return "\n".join(lines)
