@@ -10,7 +10,7 @@ from scipy import stats as st
 LEVEL = 0.95
 # each one-sided test runs at (1 − LEVEL)/2, so that at a single point "holds" is exactly "the
 # 95 % two-sided interval of the difference lies beyond the threshold"
-ALPHA = (1 - LEVEL) / 2
+ALPHA = 0.025
 
 
 @dataclass(frozen=True)

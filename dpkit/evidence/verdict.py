@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dpkit.evidence.claims import Claim
 from dpkit.evidence.pairing import ClaimError, equal_pairs, matched_pairs
-from dpkit.evidence.stats import ALPHA, Summary, holm, one_sided_p, summarize
+from dpkit.evidence.stats import ALPHA, LEVEL, Summary, holm, one_sided_p, summarize
 
 MARKS = {"holds": "✓", "refuted": "✗", "undecided": "?"}
 
@@ -164,7 +164,7 @@ def write_claims(results: list[ClaimResult], path: Path) -> None:
     """claims.json: every claim's verdict, reason and per-point numbers."""
     from dpkit.jsonutil import json_safe
 
-    doc = {"level": 1 - 2 * ALPHA, "one_sided_alpha": ALPHA, "correction": "holm",
+    doc = {"level": LEVEL, "one_sided_alpha": ALPHA, "correction": "holm",
            "interval": "student-t",
            "claims": [r.to_dict() for r in results]}
     path.write_text(json.dumps(json_safe(doc), indent=2, default=str) + "\n", encoding="utf-8")
