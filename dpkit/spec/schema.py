@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dpkit.evidence.claims import Claim
+
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -88,6 +90,7 @@ class Spec(_Strict):
     report: ReportSettings = Field(default_factory=ReportSettings)
     resources: Resources = Field(default_factory=Resources)
     output: str | None = None
+    claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
     path: str = Field("", exclude=True)
 
     @model_validator(mode="after")
