@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,7 +73,7 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
         label = f"run {run + 1}/{runs}"
         if progress:
             progress(run, runs, label)
-        say = (lambda msg, _l=label: progress(run, runs, f"{_l}: {msg}")) if progress else None
+        say = (lambda msg, _r=run, _l=label: progress(_r, runs, f"{_l}: {msg}")) if progress else None
         run_seed = derive_seed(seed, "defense-audit", str(run))
         mask = np.random.default_rng(derive_seed(run_seed, "canary-mask")).random(canaries) < 0.5
         ctx = audit_context(run_seed, delta, device, say=say)
@@ -151,12 +152,12 @@ def describe(report: AuditReport) -> str:
     lines = [f"{report.verdict.value}: defense {report.mechanism} — {report.reason}"]
     if head is not None:
         c = head.counts
-        lines += [f"  empirical ε lower bound  {head.measured:.3f}  (confidence {report.confidence:g},"
-                  f" δ={head.delta:g}; plug-in estimate {head.estimate:.3f})",
+        lines += [(f"  empirical ε lower bound  {head.measured:.3f}  (confidence "
+                   f"{report.confidence:g}, δ={head.delta:g}; plug-in estimate {head.estimate:.3f})"),
                   f"  ledger ε per canary      {_fmt(head.claimed)}",
                   f"  canaries                 {c['canaries']} ({c['included']} included)",
-                  f"  guesses                  {c['guesses']}: {c['correct']} right, "
-                  f"{c['wrong']} wrong, {c['canaries'] - c['guesses']} abstained",
+                  (f"  guesses                  {c['guesses']}: {c['correct']} right, "
+                   f"{c['wrong']} wrong, {c['canaries'] - c['guesses']} abstained"),
                   f"  reach (all guesses right) {report.checks['certifiable_epsilon']:.3f}",
                   f"  time                     {report.seconds:.1f} s"]
     if report.witness is not None:

@@ -114,7 +114,8 @@ def epsilon_from_scores(in_scores, out_scores, confidence: float, delta: float,
                         thresholds: Thresholds = "grid") -> GuessResult:
     """One-run ε lower bound from canary scores (higher = guessed included), best guess set.
 
-    ``"grid"``: guess "included" for the k highest scores (ties by order), for each k of
+    ``"grid"``: guess "included" for the k highest scores (ties in a label-blind random order),
+    for each k of
     :func:`guess_grid`, a family fixed before the scores are seen, so a Bonferroni correction over
     its size makes the choice of k free. ``"hull"``: thresholds on the ROC convex hull with a
     Bonferroni correction over the hull's size — jax_privacy's
@@ -125,7 +126,9 @@ def epsilon_from_scores(in_scores, out_scores, confidence: float, delta: float,
     if thresholds == "grid":
         guess_counts(ins, outs)  # validates
         labels = np.concatenate([np.ones(ins.size, bool), np.zeros(outs.size, bool)])
-        order = np.argsort(-np.concatenate([ins, outs]), kind="stable")
+        # ties must not be broken by label: shuffle (label-blind, seeded), then sort stably
+        shuffle = np.random.default_rng(0).permutation(m)
+        order = shuffle[np.argsort(-np.concatenate([ins, outs])[shuffle], kind="stable")]
         ranked = np.cumsum(labels[order])
         ks = guess_grid(m)
         tp, guesses = ranked[ks - 1], ks

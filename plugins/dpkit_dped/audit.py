@@ -12,11 +12,13 @@ the worst case the accounting covers — scored from the released aggregate.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from dpkit.accounting import Ledger
 from dpkit.audit.canary import CanaryRun, register_defense_audit
 from dpkit_dped.aggregation import aggregate
 from dpkit_dped.defenses import privacy_settings, record
@@ -31,7 +33,11 @@ class DpsgdCanaryAudit:
     """One DP-SGD run of ``defense`` with canary documents; ``train`` is the defense's trainer."""
 
     defense: Any
-    train: Callable[..., Any] = train_dpsgd
+
+    @property
+    def train(self) -> Callable[..., Any]:
+        """The defense's trainer (``train_function`` where it defines one, else train_dpsgd)."""
+        return getattr(self.defense, "train_function", train_dpsgd)
 
     def audit_run(self, ctx, included: np.ndarray) -> CanaryRun:
         """Calibrate z, record the spends, train on background + included canaries, score all."""
@@ -64,3 +70,77 @@ class DpsgdCanaryAudit:
 
 
 register_defense_audit("dped_dpsgd", DpsgdCanaryAudit)
+
+
+@dataclass
+class AggregationCanaryAudit:
+    """One noisy aggregation of ``defense`` (DPED or PATE) where each query is a canary."""
+
+    defense: Any
+
+    def audit_run(self, ctx, included: np.ndarray) -> CanaryRun:
+        """Plan noise for m queries, record the spends, aggregate canary votes, score each query."""
+        p, m = self.defense.params, len(included)
+        delta, accountant = privacy_settings(ctx)
+        run = type(self.defense)(p.model_copy(update={"num_queries": m}))
+        plan = run.noise_plan(delta, accountant)
+        record(ctx, plan.spends())
+        per_query = Ledger(delta=delta, accountant=accountant)
+        for guarantee, label, _count in plan.spends():
+            per_query.spend(guarantee, label)
+        gen = ctx.generator("aggregation-audit")
+        votes, vectors, directions = canary_votes(included, p.teachers, p.threshold_votes,
+                                                  getattr(p, "clip", 1.0), p.dim, gen)
+        aggregator = getattr(self.defense, "aggregate_function", aggregate)
+        ctx.say(f"aggregating {m} canary queries over {p.teachers} teachers")
+        agg = aggregator(vectors if run.uses_hidden else None, votes, p.teachers + 2, plan,
+                         threshold=p.threshold_votes, clip=getattr(p, "clip", 1.0), generator=gen)
+        scores = threshold_llr(agg.answered, plan, p.threshold_votes)
+        if agg.hidden is not None:
+            shift = 2 * getattr(p, "clip", 1.0) / p.teachers
+            scores += (agg.hidden * directions).sum(-1).double().numpy() * shift / plan.sigma_hidden ** 2
+        return CanaryRun(np.clip(scores, -1e6, 1e6), per_query.epsilon(), delta,
+                         "teacher vote on one query (one teacher's data changed)",
+                         {"run_epsilon": ctx.ledger.epsilon(), "sigma_votes": plan.sigma_votes,
+                          "sigma_threshold": plan.sigma_threshold or 0.0})
+
+
+def canary_votes(included: np.ndarray, teachers: int, threshold: float, clip: float, dim: int,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Votes ``[N, m]`` where the top count of query i is ⌈r⌉ if canary i is included, else one
+    less (teacher 0 moves its vote to a label of its own), and teacher vectors ``[N, m, dim]``
+    where teacher 0's clipped vector is +C·eᵢ if included, else −C·eᵢ; also the directions eᵢ."""
+    m, top = len(included), max(1, int(np.ceil(threshold)))
+    if teachers < top + 1:
+        raise ValueError(f"the aggregation audit needs more teachers ({teachers}) than the "
+                         f"threshold ({threshold}); raise teachers")
+    keep = torch.as_tensor(included, dtype=torch.bool)
+    votes = (torch.arange(teachers) + 2).unsqueeze(1).repeat(1, m)   # a label each: count 1
+    votes[1:top] = 0                                                 # top − 1 votes for label 0
+    votes[0] = torch.where(keep, 0, 1)                               # canary: label 0 or 1
+    directions = torch.nn.functional.normalize(torch.randn(m, dim, generator=generator), dim=-1)
+    vectors = torch.zeros(teachers, m, dim)
+    vectors[0] = clip * torch.where(keep.unsqueeze(1), directions, -directions)
+    return votes, vectors, directions
+
+
+def threshold_llr(answered: torch.Tensor, plan, threshold: float) -> np.ndarray:
+    """Log-likelihood ratio (included vs not) of each answered bit under the declared threshold
+    noise: the top count is ⌈r⌉ or ⌈r⌉ − 1."""
+    from scipy import stats
+
+    top = max(1, int(np.ceil(threshold)))
+    sigma = plan.sigma_threshold
+    if sigma is None:  # noiseless threshold: the bit is the canary
+        p_in, p_out = float(top >= threshold), float(top - 1 >= threshold)
+    else:
+        p_in = stats.norm.sf(threshold, loc=top, scale=sigma)
+        p_out = stats.norm.sf(threshold, loc=top - 1, scale=sigma)
+    bit = answered.cpu().numpy()
+    with np.errstate(divide="ignore"):
+        llr = np.where(bit, np.log(p_in) - np.log(p_out), np.log1p(-p_in) - np.log1p(-p_out))
+    return np.nan_to_num(llr, posinf=1e6, neginf=-1e6)
+
+
+for _name in ("dped", "dped_pate"):
+    register_defense_audit(_name, AggregationCanaryAudit)

@@ -117,3 +117,12 @@ def test_scores_are_validated():
         epsilon_from_scores([], [1.0], 0.95, 0.0)
     with pytest.raises(ValueError, match="finite"):
         epsilon_from_scores([np.inf], [1.0], 0.95, 0.0)
+
+
+def test_tied_scores_carry_no_information():
+    """Two-valued scores independent of the labels: ties are not broken by label."""
+    rng = np.random.default_rng(3)
+    scores = rng.random(1000) < 0.3
+    included = rng.random(1000) < 0.5
+    got = epsilon_from_scores(scores[included] * 1.0, scores[~included] * 1.0, 0.95, 1e-5)
+    assert got.epsilon < 0.5
