@@ -11,8 +11,8 @@ the worst case the accounting covers — scored from the released aggregate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
