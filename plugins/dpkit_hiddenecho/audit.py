@@ -1,9 +1,10 @@
 """Canary audit of HiddenEcho's uploads (imported by :func:`dpkit.audit.canary.auditable`).
 
 The client path is HiddenEcho's own: the defense's ``laplace_dx`` mechanism with its clip bound,
-:func:`privatize_split` (each token perturbed once), and the metered wire, whose ``up`` transfers
-of one inference batch are recorded as the upload. Runs on the tiny encoder unless ``ctx.model``
-is set. Training-time uploads (gradients) are not covered.
+:func:`privatize_split` (each token perturbed once), the defense's layout and one inference batch
+of :class:`SplitProtocol` (untrained), whose ``up`` wire transfers are recorded as the upload.
+Runs on the tiny encoder unless ``ctx.model`` is set. Training-time uploads (the gradients sent
+back up during fine-tuning) are not covered.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from dpkit.audit.canary import register_defense_audit
 from dpkit.audit.canary_split import SplitCanaryAudit
 from dpkit_hiddenecho.data import privatize_split
+from dpkit_hiddenecho.protocol import SplitProtocol
 from dpkit_hiddenecho.wire import UP, WireMeter
 
 
@@ -47,8 +49,14 @@ class HiddenEchoCanaryAudit(SplitCanaryAudit):
         upload = getattr(self.defense, "upload_function", None)
         if upload is not None:
             upload(wire, noisy, self.model.embed(ids.unsqueeze(1)))
-        else:
-            wire.transfer(noisy, UP, "embeddings")
+            return sent, p.eta
+        layout = self.defense.layout(self.model, data, ctx)
+        pooling = ("last" if self.model.causal else "mean") if p.pooling == "auto" else p.pooling
+        proto = SplitProtocol(self.model, layout, 2, pooling, wire,
+                              ctx.generator("hiddenecho/mine", "cpu"))
+        proto.train(False)
+        mask = torch.ones(len(ids), 1, dtype=torch.bool, device=ids.device)
+        proto.predict(noisy, self.model.embed(ids.unsqueeze(1)), mask)
         return sent, p.eta
 
 
