@@ -96,6 +96,7 @@ class AggregationCanaryAudit:
         agg = aggregator(vectors if run.uses_hidden else None, votes, p.teachers + 2, plan,
                          threshold=p.threshold_votes, clip=getattr(p, "clip", 1.0), generator=gen)
         scores = threshold_llr(agg.answered, plan, p.threshold_votes)
+        scores += label_llr(agg.labels, votes, plan.sigma_votes, p.teachers + 2, gen)
         if agg.hidden is not None:
             shift = 2 * getattr(p, "clip", 1.0) / p.teachers
             scores += (agg.hidden * directions).sum(-1).double().numpy() * shift / plan.sigma_hidden ** 2
@@ -122,6 +123,24 @@ def canary_votes(included: np.ndarray, teachers: int, threshold: float, clip: fl
     vectors = torch.zeros(teachers, m, dim)
     vectors[0] = clip * torch.where(keep.unsqueeze(1), directions, -directions)
     return votes, vectors, directions
+
+
+def label_llr(labels: torch.Tensor, votes: torch.Tensor, sigma: float, vocab_size: int,
+              generator: torch.Generator, draws: int = 20000) -> np.ndarray:
+    """Log-likelihood ratio of each released noisy-argmax label (0, 1 or another) under the
+    declared vote noise, estimated from ``draws`` simulated histograms of both neighbours."""
+    from dpkit_dped.aggregation import vote_histogram
+
+    base = votes[:, :1].clone()
+    hist = {}
+    for side, label in (("in", 0), ("out", 1)):
+        base[0, 0] = label
+        h = vote_histogram(base, vocab_size)
+        noisy = h + sigma * torch.randn(draws, vocab_size, generator=generator)
+        top = noisy.argmax(-1).clamp(max=2)  # 0, 1 or "another label"
+        hist[side] = (torch.bincount(top, minlength=3).double() + 0.5) / (draws + 1.5)
+    table = (hist["in"].log() - hist["out"].log()).numpy()
+    return table[labels.cpu().clamp(max=2).numpy()]
 
 
 def threshold_llr(answered: torch.Tensor, plan, threshold: float) -> np.ndarray:
