@@ -4,6 +4,7 @@ from dpkit.hookspecs import hookimpl
 from dpkit.params import NoParams, Params
 from dpkit.protocols import Attack, DatasetSource, Defense, DefenseResult, Mechanism, ModelSource, ServerView
 from dpkit.space import EmbeddingSpace
+from dpkit.wire import Release, Wire
 
 __version__ = "0.1.0"
 
@@ -17,6 +18,8 @@ __all__ = [
     "ModelSource",
     "NoParams",
     "Params",
+    "Release",
     "ServerView",
+    "Wire",
     "hookimpl",
 ]

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from dpkit.wire import Wire
+
 if TYPE_CHECKING:
     from dpkit.accounting import Ledger
     from dpkit.registry import Registry
@@ -60,7 +62,11 @@ def clear_loaded() -> None:
 
 @dataclass
 class RunContext:
-    """One cell's inputs: data, model, device, seed, ledger, registry and folders."""
+    """One cell's inputs: data, model, device, seed, ledger, the wire to the server, registry, folders.
+
+    ``wire`` is bound to ``ledger``: every tensor the defense sends to the untrusted side goes
+    through ``ctx.wire.send`` (see :mod:`dpkit.wire`).
+    """
 
     dataset: Any
     model: Any
@@ -73,6 +79,13 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)
     progress: Callable[[str], None] | None = None
     privacy: Any = None
+    wire: Wire = None  # type: ignore[assignment]  # bound to ``ledger`` in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.wire is None:
+            self.wire = Wire(self.ledger)
+        elif self.wire.ledger is not self.ledger:
+            raise ValueError("RunContext.wire must be bound to RunContext.ledger")
 
     def load_dataset(self, name: str, params: dict | None = None) -> Any:
         """Load another registered dataset (e.g. public data for training), cached per process."""

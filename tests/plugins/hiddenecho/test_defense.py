@@ -53,8 +53,12 @@ def test_hiddenecho_trains_meters_and_spends(setup):
     assert 0.0 <= m["auc"] <= 1.0 and 0.0 <= m["ep"] <= 1.0 and m["epoch_cpu_seconds"] > 0
     assert m["layers_sent"] == 2 and m["width_sent"] == 8
     spends = ctx.ledger.spends
-    assert len(spends) == 1 and spends[0].count == m["tokens_privatized"]
+    assert len(spends) == 2 and spends[0].count == m["tokens_privatized"]
     assert spends[0].guarantee == MetricDpGuarantee(40.0, "l2", "tiny-encoder", "token")
+    # 32 training texts in batches of 16 for 1 epoch: 2 steps of gradients sent up, uncovered
+    assert spends[1].count == 2 and "gradients" in spends[1].guarantee.reason
+    assert ctx.ledger.summary()["epsilon"] == float("inf") and ctx.ledger.eta_per_token() == 40.0
+    assert ctx.wire.unsent(result.view) == []
     assert result.wire_bytes["total"] == sum(v for k, v in result.wire_bytes.items() if k != "total")
     assert result.wire_bytes["train_up_gradients"] == result.wire_bytes["train_down_hidden_states"]
     view = result.view
@@ -86,7 +90,7 @@ def test_ablations_are_params(setup):
 
 
 def test_budget_ceiling_refuses_before_any_noise(setup, monkeypatch):
-    import dpkit_hiddenecho.defense as defense
+    from dpkit_hiddenecho import defense
 
     def fail(*args, **kwargs):
         raise AssertionError("noise was drawn before the ledger accepted the spend")

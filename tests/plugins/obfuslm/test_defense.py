@@ -39,7 +39,11 @@ def test_components_are_registered():
 def test_ledger_reports_the_achieved_k_of_the_clustering(encoder, corpus, run):
     result, ctx = run("obfuslm", {"k": 6, "beta": 0.9, "epsilon": 0.5, **FAST}, encoder, corpus)
     spends = ctx.ledger.to_dict()["spends"]
-    assert len(spends) == 1
+    assert [s["guarantee"]["notion"] for s in spends] == ["k_anonymity", "none", "none"]
+    reasons = ctx.ledger.no_guarantee_reasons
+    assert any("id stream is deterministic" in r for r in reasons)
+    assert any("labels" in r and "plaintext" in r for r in reasons)
+    assert ctx.wire.unsent(result.view) == []
     g = ctx.ledger.summary()
     # recompute the clustering the defense made, from its own permutation
     key = result.view.truth["vocab_key"]
@@ -48,7 +52,7 @@ def test_ledger_reports_the_achieved_k_of_the_clustering(encoder, corpus, run):
     assert g["share_below_k"] == pytest.approx(clusters.share_below_k)
     assert g["anonymity_epsilon"] == pytest.approx(0.5)
     assert 0.0 <= result.metrics["accuracy"] <= 1.0
-    assert result.wire_bytes["tables_up"] == 4 * encoder.vocab_size * encoder.hidden_size
+    assert result.wire_bytes["run_up_tables"] == 4 * encoder.vocab_size * encoder.hidden_size
 
 
 def test_faithful_noise_is_recorded_as_infinite_epsilon(encoder, corpus, run):
