@@ -2,14 +2,17 @@
 
 Canary i is a pair of vocabulary tokens (aᵢ, bᵢ) at distance dᵢ in the public embedding space:
 the client sends aᵢ if the canary is included, bᵢ otherwise, through the defense's own client
-path. The server-side attacker sees everything that crossed the wire for that text and scores it
-with the log-likelihood ratio of the *declared* dχ law, η(‖y − bᵢ‖ − ‖y − aᵢ‖) per uploaded
-vector, plus a certainty (±1e6) for any vector equal to aᵢ or bᵢ. Under η-metric DP each canary
-costs at most η·max dᵢ, the claim the run's ledger makes for it.
+path and ``ctx.wire`` (:mod:`dpkit.wire`, the one release path). The server-side attacker sees
+every floating-point tensor sent up the wire and scores it with the log-likelihood ratio of the
+*declared* dχ law, η(‖y − bᵢ‖ − ‖y − aᵢ‖) per uploaded vector, plus a certainty (±1e6) for any
+vector equal to aᵢ or bᵢ. Under η-metric DP each canary costs at most η·max dᵢ: the claim is the
+run's ledger ``metric_epsilon`` at that distance (∞ if anything crossed the wire uncovered).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -38,9 +41,13 @@ def canary_pairs(vectors: torch.Tensor, m: int, generator: torch.Generator,
 
 def declared_llr(uploads: list[torch.Tensor], a: torch.Tensor, b: torch.Tensor,
                  eta: float) -> np.ndarray:
-    """Σ over uploaded vectors of η(‖y − b‖ − ‖y − a‖), ±1e6 for exact copies of a or b."""
+    """Σ over uploaded vectors of η(‖y − b‖ − ‖y − a‖), ±1e6 for exact copies of a or b.
+
+    Uploads that are not one or more embedding-width vectors per canary (masks) are skipped."""
     score = torch.zeros(len(a), dtype=torch.float64)
     for y in uploads:
+        if y.ndim == 0 or y.shape[-1] != a.shape[-1] or y.numel() % (len(a) * a.shape[-1]):
+            continue
         y = y.double().reshape(len(a), -1, a.shape[-1])
         da = (y - a.double().unsqueeze(1)).norm(dim=-1)
         db = (y - b.double().unsqueeze(1)).norm(dim=-1)
@@ -50,7 +57,7 @@ def declared_llr(uploads: list[torch.Tensor], a: torch.Tensor, b: torch.Tensor,
 
 
 class SplitCanaryAudit:
-    """Base of a split-inference adapter: subclasses give the space, the client's uploads and η."""
+    """Base of a split-inference adapter: subclasses give the space and send the canary texts."""
 
     unit = "token (one token replaced by its nearest neighbour)"
 
@@ -61,8 +68,8 @@ class SplitCanaryAudit:
         """Load what the client needs; return (embedding space, token ids never used as canary)."""
         raise NotImplementedError
 
-    def uploads(self, ctx, ids: torch.Tensor) -> tuple[list[torch.Tensor], float]:
-        """Send one single-token text per id through the client; (everything uploaded, η)."""
+    def send(self, ctx, ids: torch.Tensor) -> float:
+        """Declare and send one single-token text per id through ``ctx.wire``; return η."""
         raise NotImplementedError
 
     def audit_run(self, ctx, included: np.ndarray) -> CanaryRun:
@@ -73,9 +80,34 @@ class SplitCanaryAudit:
                             specials)
         sent = torch.where(torch.as_tensor(included), a, b)
         ctx.say(f"uploading {len(sent)} canary tokens")
-        uploads, eta = self.uploads(ctx, sent.to(ctx.device))
+        with record_uploads(ctx.wire) as uploads:
+            eta = self.send(ctx, sent.to(ctx.device))
+        ctx.wire.close()
         distance = float((vectors[a] - vectors[b]).norm(dim=-1).max())
-        scores = declared_llr([u.cpu() for u in uploads], vectors[a], vectors[b], eta)
+        scores = declared_llr(uploads, vectors[a], vectors[b], eta)
         return CanaryRun(scores, float(ctx.ledger.metric_epsilon([distance])),
                          ctx.ledger.delta_target, self.unit,
-                         {"eta": eta, "max_pair_distance": distance})
+                         {"eta": eta, "max_pair_distance": distance,
+                          "uploads": [tuple(u.shape) for u in uploads]})
+
+
+@contextlib.contextmanager
+def record_uploads(wire) -> Iterator[list[torch.Tensor]]:
+    """Record every floating-point tensor sent up ``wire`` (its real rows) while inside."""
+    from dpkit.wire import UP
+
+    uploads: list[torch.Tensor] = []
+    original = wire.send
+
+    def recording(name, tensor, direction=UP, **kwargs):
+        if direction == UP and tensor.is_floating_point():
+            rows = kwargs.get("rows")
+            real = tensor[rows.bool()] if rows is not None else tensor
+            uploads.append(real.detach().cpu().clone())
+        return original(name, tensor, direction, **kwargs)
+
+    wire.send = recording
+    try:
+        yield uploads
+    finally:
+        del wire.send

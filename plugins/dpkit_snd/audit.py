@@ -1,9 +1,10 @@
 """Canary audit of SnD's uploads (imported by :func:`dpkit.audit.canary.auditable` on first use).
 
 The client path is SnD's own: :class:`SplitClient` embeds each canary text, the defense builds
-its dχ mechanism (with the clip bound when ``clip``) and :func:`privatize_tokens` perturbs it;
-what reaches ``client.server`` is recorded as the upload. Runs on the tiny encoder unless
-``ctx.model`` is set.
+its dχ mechanism (with the clip bound when ``clip``), :func:`privatize_tokens` perturbs it, and
+the result is sent up ``ctx.wire`` under the defense's upload release, declared with the
+defense's guarantee for one token per canary (plus the covered mask), then embedded by the
+server. Runs on the tiny encoder unless ``ctx.model`` is set.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import torch
 
 from dpkit.audit.canary import register_defense_audit
 from dpkit.audit.canary_split import SplitCanaryAudit
+from dpkit.wire import Release
 from dpkit_snd.client import SplitClient
 from dpkit_snd.privatize import privatize_tokens
 
@@ -25,29 +27,24 @@ class SndCanaryAudit(SplitCanaryAudit):
         self.client = SplitClient(model, self.defense.params.max_tokens)
         return self.client.space, model.special_token_ids()
 
-    def uploads(self, ctx, ids: torch.Tensor):
-        """Privatize each canary token as a one-token text; record what the server receives."""
-        client, p = self.client, self.defense.params
-        mech = self.defense._mechanism(ctx, client, p.eta)
+    def send(self, ctx, ids: torch.Tensor) -> float:
+        """Declare, privatize and send each canary token as a one-token text; the server embeds."""
+        client, d = self.client, self.defense
+        mech = d._mechanism(ctx, client, d.params.eta)
+        ctx.wire.declare([
+            Release(d.upload, mech.guarantee(client.space), f"{d.name}: canary tokens",
+                    count=len(ids)),
+            Release("mask", None, "attention masks: token counts", covered_by=d.upload)])
         x, mask = client.embed(ids.unsqueeze(1)), torch.ones(len(ids), 1, device=ids.device)
-        ctx.ledger.spend(mech.guarantee(client.space), label=f"{self.defense.name}: canary tokens",
-                         count=len(ids))
-        received = []
-        server = client.server
-
-        def recording_server(x_sent, mask_sent):
-            received.append(x_sent.detach().clone())
-            return server(x_sent, mask_sent)
-
-        client.server = recording_server
         private = privatize_tokens(mech, x, mask, space=client.space,
-                                   generator=ctx.generator(f"{self.defense.name}-noise"))
-        upload = getattr(self.defense, "upload_function", None)
+                                   generator=ctx.generator(f"{d.name}-noise"))
+        upload = getattr(d, "upload_function", None)
         if upload is not None:
-            upload(client, private)
+            sent = upload(ctx, client, mech, private)
         else:
-            client.server(private.x_priv, private.mask)
-        return received, p.eta
+            sent = ctx.wire.send(d.upload, private.x_priv, rows=private.mask)
+        client.server(sent, ctx.wire.send("mask", private.mask))
+        return float(d.params.eta)
 
 
 for _name in ("snd", "tokembpriv", "snd_server_denoise"):

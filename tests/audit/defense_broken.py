@@ -15,6 +15,7 @@ from dpkit_snd.audit import SndCanaryAudit
 from dpkit_snd.defenses import SnD
 
 from dpkit.audit.canary import register_defense_audit
+from dpkit.wire import Release
 
 
 class _UnclippedOptimizer(opacus.optimizers.DPOptimizer):
@@ -64,15 +65,18 @@ class NoiselessThresholdPate(DpedPate):
 
 
 class CleanAlongsideSnD(SnD):
-    """Declares η per token, but uploads the clean embeddings next to the noisy ones."""
+    """Declares η for each upload, but uploads the clean embeddings next to the noisy ones."""
 
     name = "broken_split_clean_upload"
 
     @staticmethod
-    def upload_function(client, private):
-        """Send the noisy embeddings, then the clean ones (noisy minus noise)."""
-        client.server(private.x_priv, private.mask)
-        client.server(private.x_priv - private.noise, private.mask)
+    def upload_function(ctx, client, mechanism, private):
+        """Send the noisy embeddings, then the clean ones (noisy minus noise) declared at η."""
+        guarantee = mechanism.guarantee(client.space)
+        ctx.wire.declare([Release("embeddings_copy", guarantee, "token embeddings (copy)",
+                                  count=int(private.mask.sum()))])
+        ctx.wire.send("embeddings_copy", private.x_priv - private.noise, rows=private.mask)
+        return ctx.wire.send("embeddings", private.x_priv, rows=private.mask)
 
 
 BROKEN = {NoiselessDpsgd: DpsgdCanaryAudit, UnclippedDpsgd: DpsgdCanaryAudit,
