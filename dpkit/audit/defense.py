@@ -11,7 +11,12 @@ import numpy as np
 import torch
 
 from dpkit.audit.canary import CanaryRun, auditable
-from dpkit.audit.one_run import epsilon_from_scores, one_run_reach
+from dpkit.audit.one_run import (
+    clopper_pearson_epsilon,
+    epsilon_from_scores,
+    one_run_reach,
+    repeated_runs_epsilon,
+)
 from dpkit.audit.report import AuditReport, Finding, Verdict
 from dpkit.context import derive_seed, resolve_device
 from dpkit.errors import AuditError
@@ -51,18 +56,28 @@ def audit_context(seed: int, delta: float, device: str = "cpu", accountant: str 
 
 
 def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1000,
-                  runs: int = 1, confidence: float = 0.95, seed: int = 0, delta: float = 1e-5,
-                  device: str = "cpu", progress: Progress | None = None,
-                  rel_tol: float = 0.01, abs_tol: float = 0.01) -> AuditReport:
+                  runs: int = 1, method: str = "one-run", confidence: float = 0.95,
+                  seed: int = 0, delta: float = 1e-5, device: str = "cpu",
+                  progress: Progress | None = None, rel_tol: float = 0.01,
+                  abs_tol: float = 0.01) -> AuditReport:
     """Canary audit of ``defense`` (name, class or instance): PASS / FAIL / INCONCLUSIVE.
 
-    Each of ``runs`` independent runs inserts each of its ``canaries`` with probability ½; the
-    guesses over all runs' canaries give a one-run ε lower bound (Steinke, Nasr and Jagielski,
-    NeurIPS 2023) at ``confidence``, compared with the ε the run's ledger claims for one canary.
+    ``"one-run"``: each of ``runs`` independent runs inserts each of its ``canaries`` with
+    probability ½; the guesses over all runs' canaries give a one-run ε lower bound (Steinke,
+    Nasr and Jagielski, NeurIPS 2023). ``"repeated"``: ``runs`` runs of one canary each, in or out
+    by a coin, and a Clopper–Pearson bound (Jagielski et al. 2020). Either is compared at
+    ``confidence`` with the ε the run's ledger claims for one canary.
     """
     if not 0.5 <= confidence < 1:
         raise AuditError(f"confidence must lie in [0.5, 1), got {confidence!r}; e.g. 0.95")
-    if canaries < 20 or runs < 1:
+    if method not in ("one-run", "repeated"):
+        raise AuditError(f"method must be 'one-run' or 'repeated', got {method!r}")
+    if method == "repeated":
+        canaries = 1
+        if runs < 20:
+            raise AuditError(f"the repeated-runs audit needs ≥ 20 runs (one canary each), got "
+                             f"runs={runs}; e.g. --runs 1000")
+    elif canaries < 20 or runs < 1:
         raise AuditError(f"need ≥ 20 canaries and ≥ 1 run, got canaries={canaries}, runs={runs}")
     start = time.perf_counter()
     built = build_defense(defense, params)
@@ -87,34 +102,42 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
         details.append({**result.details, "seconds": time.perf_counter() - start})
     if progress:
         progress(runs, runs, "bound")
-    report = _report(name, built, scores, included, claims, result, confidence, delta, details)
+    report = _report(name, built, scores, included, claims, result, confidence, delta,
+                     details if method == "one-run" else details[-1:], method)
     _decide(report, rel_tol, abs_tol)
     report.seconds = time.perf_counter() - start
     return report
 
 
 def _report(name: str, built: Any, scores: list, included: list, claims: list,
-            last: CanaryRun, confidence: float, delta: float, details: list) -> AuditReport:
+            last: CanaryRun, confidence: float, delta: float, details: list,
+            method: str) -> AuditReport:
     s, mask = np.concatenate(scores), np.concatenate(included)
     claimed = max(claims)
     m = s.size
     params = built.params.model_dump(mode="json") if hasattr(built, "params") else {}
     report = AuditReport(name, params, f"(ε={_fmt(claimed)}, δ={delta:g}) per {last.unit}",
-                         Verdict.PASS, "", confidence, m, ["one-run canaries"])
+                         Verdict.PASS, "", confidence, m, [f"{method} canaries"])
     if not mask.any() or mask.all():
         report.verdict = Verdict.INCONCLUSIVE
         report.reason = "every canary fell on the same side; raise the number of canaries"
         return report
-    best = epsilon_from_scores(s[mask], s[~mask], confidence, delta)
+    if method == "one-run":
+        best = epsilon_from_scores(s[mask], s[~mask], confidence, delta)
+        reach = one_run_reach(m, confidence, delta)
+    else:
+        best = repeated_runs_epsilon(s[mask], s[~mask], confidence, delta)
+        pos, neg = int(mask.sum()), int((~mask).sum())
+        reach = clopper_pearson_epsilon(pos, pos, 0, neg, 1 - (1 - confidence) / (m + 1), delta)
     estimate = math.log(best.correct / max(best.guesses - best.correct, 0.5)) if best.guesses else 0.0
     report.findings.append(Finding(
-        "one-run canaries", f"{m} canaries ({int(mask.sum())} included)", 1.0, claimed,
+        f"{method} canaries", f"{m} canaries ({int(mask.sum())} included)", 1.0, claimed,
         best.epsilon, estimate,
         f"guessed 'included' for the {best.guesses} highest scores (≥ {best.threshold:.4g}): "
         f"{best.correct} right, {best.guesses - best.correct} wrong", delta,
         {"canaries": m, "included": int(mask.sum()), "guesses": best.guesses,
          "correct": best.correct, "wrong": best.guesses - best.correct}))
-    report.checks["certifiable_epsilon"] = one_run_reach(m, confidence, delta)
+    report.checks["certifiable_epsilon"] = reach
     report.checks["runs"] = details
     if math.isinf(claimed):
         report.reason = "the ledger claims no guarantee (ε = ∞): there is nothing to refute"
@@ -136,7 +159,7 @@ def _decide(report: AuditReport, rel_tol: float, abs_tol: float) -> None:
         report.verdict = Verdict.INCONCLUSIVE
         report.reason = (f"with {report.samples} canaries even all-correct guesses show at most "
                          f"ε ≥ {reach:.3g}, not above the claimed {_fmt(head.claimed)}; raise "
-                         "--canaries or --runs (one-run audits cannot refute large ε at this δ)")
+                         "--canaries or --runs (no canary audit refutes a large ε at small δ)")
         return
     report.verdict = Verdict.PASS
     report.reason = "no evidence against the claim (a PASS is not a proof)"

@@ -23,6 +23,9 @@ def register(sub) -> None:
                    help="--defense: canaries per run, each included with probability ½ (1000)")
     p.add_argument("--runs", type=int, default=1,
                    help="--defense: independent runs whose canaries are pooled (default 1)")
+    p.add_argument("--method", choices=("one-run", "repeated"), default="one-run",
+                   help="--defense: one-run canaries (Steinke et al. 2023, default) or repeated "
+                   "runs of one canary each with Clopper–Pearson bounds (needs --runs ≥ 20)")
     p.add_argument("--samples", type=int, default=4000, help="draws per input (default 4000)")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="confidence of the FAIL criterion, in [0.5, 1) (default 0.95)")
@@ -124,7 +127,7 @@ def _audit_defense(args) -> int:
 
     try:
         report = audit_defense(args.defense, params, canaries=args.canaries, runs=args.runs,
-                               confidence=args.confidence, seed=args.seed, delta=args.delta,
+                               method=args.method, confidence=args.confidence, seed=args.seed, delta=args.delta,
                                device=args.device, progress=progress)
     finally:
         bar.close()

@@ -70,3 +70,13 @@ def test_cli_exit_codes(capsys):
                  "--canaries", "200"]) == 3
     assert main(["audit", "--defense", "dped_nonprivate"]) == 2
     assert main(["audit", "laplace_dx", "--defense", "dped"]) == 2
+
+
+@pytest.mark.parametrize("defense,verdicts", [(CleanAlongsideSnD, {Verdict.FAIL}),
+                                              ("snd", {Verdict.PASS, Verdict.INCONCLUSIVE})],
+                         ids=["broken", "snd"])
+def test_repeated_runs_method(defense, verdicts):
+    """One canary per run, Clopper–Pearson bound (Jagielski et al. 2020)."""
+    report = audit_defense(defense, {"eta": 3.0}, method="repeated", runs=100, seed=1)
+    assert report.verdict in verdicts, describe(report)
+    assert report.strategies == ["repeated canaries"] and report.samples == 100
