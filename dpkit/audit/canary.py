@@ -82,7 +82,7 @@ def register_defense_audit(name: str, factory: AdapterFactory) -> None:
 
 
 def _import_plugin_audit(defense: Any) -> None:
-    package = type(defense).__module__.split(".")[0]
+    package = (defense if isinstance(defense, type) else type(defense)).__module__.split(".")[0]
     if f"{package}.audit" in sys.modules:
         return
     try:
@@ -103,10 +103,17 @@ def auditable(defense: Any) -> AuditableDefense:
         raise AuditError(f"defense {name!r} offers no canary audit: give it an "
                          "audit_run(ctx, included) method or register an adapter with "
                          "dpkit.audit.canary.register_defense_audit (see docs/audit.md, "
-                         f"'Auditing defenses'); auditable now: {sorted(_ADAPTERS) or 'none'}")
+                         f"'Auditing defenses'); auditable: {', '.join(auditable_names()) or 'none'}")
     return _ADAPTERS[name](defense)
 
 
 def auditable_names() -> list[str]:
-    """Names of defenses with a registered adapter (plug-in audit modules already imported)."""
-    return sorted(_ADAPTERS)
+    """Registered defenses that are auditable (each plug-in's ``audit`` module imported first)."""
+    from dpkit.plugins import get_registry
+
+    registry = get_registry()
+    names = registry.names("defense")
+    for name in names:
+        _import_plugin_audit(registry.get("defense", name).cls)
+    return sorted(n for n in names if n in _ADAPTERS
+                  or hasattr(registry.get("defense", n).cls, "audit_run"))
