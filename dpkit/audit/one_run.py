@@ -153,7 +153,7 @@ def epsilon_from_scores(in_scores, out_scores, confidence: float, delta: float,
     return best
 
 
-def _cp_upper(k: np.ndarray, n: np.ndarray, significance: float) -> np.ndarray:
+def _cp_upper(k: np.ndarray | int, n: np.ndarray | int, significance: float) -> np.ndarray:
     k, n = np.asarray(k, float), np.asarray(n, float)
     safe = np.where(k < n, k, n - 1)
     upper = stats.beta.ppf(1 - significance, safe + 1, np.maximum(n - safe, 1))

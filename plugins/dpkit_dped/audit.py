@@ -128,18 +128,21 @@ def canary_votes(included: np.ndarray, teachers: int, threshold: float, clip: fl
 def label_llr(labels: torch.Tensor, votes: torch.Tensor, sigma: float, vocab_size: int,
               generator: torch.Generator, draws: int = 20000) -> np.ndarray:
     """Log-likelihood ratio of each released noisy-argmax label (0, 1 or another) under the
-    declared vote noise, estimated from ``draws`` simulated histograms of both neighbours."""
+    declared vote noise, estimated from ``draws`` simulated histograms of both neighbours;
+    entries within two standard errors of 0 are set to 0 (simulation noise is no evidence)."""
     from dpkit_dped.aggregation import vote_histogram
 
     base = votes[:, :1].clone()
-    hist = {}
+    freq = {}
     for side, label in (("in", 0), ("out", 1)):
         base[0, 0] = label
         h = vote_histogram(base, vocab_size)
         noisy = h + sigma * torch.randn(draws, vocab_size, generator=generator)
         top = noisy.argmax(-1).clamp(max=2)  # 0, 1 or "another label"
-        hist[side] = (torch.bincount(top, minlength=3).double() + 0.5) / (draws + 1.5)
-    table = (hist["in"].log() - hist["out"].log()).numpy()
+        freq[side] = (torch.bincount(top, minlength=3).double() + 0.5) / (draws + 1.5)
+    table = freq["in"].log() - freq["out"].log()
+    stderr = ((1 - freq["in"]) / (freq["in"] * draws) + (1 - freq["out"]) / (freq["out"] * draws)).sqrt()
+    table = torch.where(table.abs() > 2 * stderr, table, 0.0).numpy()
     return table[labels.cpu().clamp(max=2).numpy()]
 
 
