@@ -7,9 +7,10 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
-from statistics import mean
 
 from tabulate import tabulate
+
+from dpkit.metrics import mean_over_seeds
 
 PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "k_achieved", "anonymity_epsilon")
 PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta_per_token": "ledger η/token", "k_achieved": "achieved k",
@@ -28,8 +29,7 @@ def aggregate(rows: list[dict]) -> list[dict]:
             for k, v in {**m["metrics"], **_privacy_numbers(m)}.items():
                 metrics[k].append(v)
         out.append({"method": method, "point": members[0]["point"], "seeds": len(members),
-                    "values": {k: mean(v) if all(math.isfinite(x) for x in v) else max(v)
-                               for k, v in metrics.items()}})
+                    "values": {k: mean_over_seeds(v) for k, v in metrics.items()}})
     return out
 
 

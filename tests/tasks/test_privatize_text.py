@@ -7,6 +7,7 @@ from dpkit.accounting import Ledger
 from dpkit.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.plugins import get_registry
+from dpkit.testing import DefenseContract
 from dpkit.testing.strategies_tokens import random_space
 
 
@@ -118,3 +119,21 @@ def test_view_holds_only_what_crossed_the_wire(setting):
         assert ctx.wire.unsent(result.view) == []
         assert set(result.view.observed) <= set(ctx.wire.observed)
         assert result.wire_bytes["total"] == ctx.wire.bytes() > 0
+
+
+class TestPrivatizeTextContract(DefenseContract):
+    """privatize_text around a per-token, a per-document and a verbatim-releasing mechanism."""
+
+    defense = "privatize_text"
+    params = {"mechanism": "dx_stencil", "mechanism_params": {"eta": 2.0, "window": 4},
+              "oov": "keep", "utility": "classifier"}
+    invalid_params = [{"mechanism": "laplace_dx", "oov": "sometimes"}, {}]
+
+    def make_context(self):
+        space = random_space(64, 8, 0, stop_words=True)
+        return RunContext(dataset=toy_dataset(space), model=space, device=torch.device("cpu"),
+                          seed=0, ledger=Ledger(), registry=get_registry())
+
+
+class TestPrivatizeTextCusTextContract(TestPrivatizeTextContract):
+    params = {"mechanism": "custext_plus", "mechanism_params": {"epsilon": 2.0, "top_k": 4}}

@@ -12,6 +12,7 @@ from dpkit.data.types import TextDataset, TextSplit
 from dpkit.errors import BudgetExceededError
 from dpkit.models import tiny_encoder
 from dpkit.plugins import get_registry
+from dpkit.testing import DefenseContract
 
 POS, NEG = ["good", "great", "love", "fresh"], ["bad", "hate", "rotten", "plot"]
 FILLER = ["the", "movie", "film", "story", "actor", "was", "a", "and", "it"]
@@ -120,3 +121,20 @@ def test_runs_on_a_causal_decoder_with_last_token_pooling():
     m = result.metrics
     assert m["layers_sent"] == 2 and m["width_sent"] == 8 and 0.0 <= m["auc"] <= 1.0
     assert result.wire_bytes["train_up_gradients"] > 0  # LoRA found the decoder's projections
+
+
+class TestHiddenEchoContract(DefenseContract):
+    defense = "hiddenecho"
+    params = HE
+    invalid_params = [{**HE, "eta": -1.0}, {**HE, "reduction": "pca"}]
+
+    def make_context(self):
+        return RunContext(dataset=toy_dataset(), model=tiny_encoder(32, 3, 2, 0),
+                          device=torch.device("cpu"), seed=0, ledger=Ledger(),
+                          registry=get_registry())
+
+
+class TestHiddenEchoLdpContract(TestHiddenEchoContract):
+    defense = "hiddenecho_ldp"
+    params = SMALL
+    invalid_params = [{**SMALL, "epochs": 0}]

@@ -6,11 +6,13 @@ import math
 
 import pytest
 import torch
+from dpkit_obfuslm.attacks import KnnPlus, LearnedInversion, TokenFrequency
+from dpkit_obfuslm.cluster import embed_cluster
 
 from dpkit.models import tiny_causal, tiny_encoder
 from dpkit.plugins import get_registry
-from dpkit_obfuslm.attacks import KnnPlus, LearnedInversion, TokenFrequency
-from dpkit_obfuslm.cluster import embed_cluster
+from dpkit.testing import DefenseContract
+from tests.plugins.obfuslm.conftest import make_ctx, tiny_corpus
 
 FAST = {"epochs": 1, "batch_size": 32}
 
@@ -98,3 +100,27 @@ def test_generation_smoke_decodes_on_the_client(run, corpus_factory):
 def test_unlabelled_or_wrong_model_is_explained(corpus, run):
     with pytest.raises(ValueError, match="encoder model"):
         run("obfuslm", FAST, tiny_causal(hidden_size=32), corpus)
+
+
+class TestObfusLMContract(DefenseContract):
+    defense = "obfuslm"
+    params = {"k": 5, "beta": 0.9, "epsilon": 0.5, **FAST}
+    invalid_params = [{"k": 0}, {"calibration": "approximate"}]
+
+    def make_context(self):
+        return make_ctx(tiny_encoder(hidden_size=32), tiny_corpus(60))
+
+
+class TestObfusLMPlaintextContract(TestObfusLMContract):
+    defense = "obfuslm_plaintext"
+    params = FAST
+    invalid_params = [{"epochs": 0}]
+
+
+class TestObfusLMGenerateContract(TestObfusLMContract):
+    defense = "obfuslm_generate"
+    params = {"k": 5, "beta": 0.9, "steps": 2, "prompt_tokens": 5, "new_tokens": 4, "n_eval": 4}
+    invalid_params = [{"k": 0}]
+
+    def make_context(self):
+        return make_ctx(tiny_causal(hidden_size=32), tiny_corpus(60, seed=1))

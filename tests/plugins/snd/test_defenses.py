@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+from dpkit_snd.client import SplitClient
 from safetensors.torch import load_file
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit.errors import ParamsError
-from dpkit_snd.client import SplitClient
 
 UTILITY = {"mse", "cosine", "accuracy", "auc", "token_corr"}
 
