@@ -14,7 +14,8 @@ def register(sub) -> None:
                        description="Estimate a lower bound on the privacy loss of a registered "
                        "mechanism (or, with --defense, of a whole defense run, with canaries) and "
                        "compare it with its declared guarantee (the run's ledger ε). Exit status: "
-                       "0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 bad input.")
+                       "0 PASS, 1 FAIL, 3 INCONCLUSIVE, 4 LAW_MISMATCH (mechanisms: the draws do "
+                       "not follow the declared output law), 2 bad input.")
     p.add_argument("name", nargs="?", help="registered mechanism name (see `dpkit plugins`)")
     p.add_argument("--defense", default=None, metavar="NAME",
                    help="audit this registered defense with canaries instead of a mechanism")

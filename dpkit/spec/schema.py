@@ -50,6 +50,8 @@ class PrivacySettings(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
     accountant: Literal["rdp", "pld"] = "rdp"
     ceiling: float | None = Field(None, gt=0, description="refuse spends past this ε at delta")
+    neighboring: Literal["add_remove", "replace_one", "replace_special"] = Field(
+        "add_remove", description="the neighbouring relation (ε, δ) is stated in")
 
 
 class ReportSettings(_Strict):
