@@ -115,3 +115,14 @@ def test_pure_guarantees_are_audited_at_their_declared_epsilon():
 
     report = audit(Understated, {"epsilon": 4.0}, samples=4000, seed=0)
     assert report.verdict is Verdict.FAIL, report.one_line()
+
+
+def test_randomized_response_events_are_audited_under_replace_one():
+    import dp_accounting
+
+    from dpkit.accounting import DpGuarantee
+    from dpkit.audit import Claim
+
+    rr = dp_accounting.RandomizedResponseDpEvent(noise_parameter=0.5, num_buckets=10)
+    claim = Claim.from_guarantee(DpGuarantee(rr), delta=1e-5)
+    assert claim.kind == "dp" and claim.epsilon == pytest.approx(math.log(11), rel=1e-2)
