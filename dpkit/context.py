@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dpkit.cache import process_cache
 from dpkit.wire import Wire
 
 if TYPE_CHECKING:
@@ -40,7 +42,8 @@ def derive_seed(seed: int, *streams: str) -> int:
     return int.from_bytes(h.digest()[:8], "little") >> 1
 
 
-_LOADED: dict[tuple, Any] = {}
+_LOADED = process_cache("dpkit.loaded_components",
+                        "datasets and models loaded by the runner, by (kind, name, params, device)")
 
 
 def load_component(registry: Registry, kind: str, name: str, params: dict,
@@ -49,10 +52,12 @@ def load_component(registry: Registry, kind: str, name: str, params: dict,
     import json
 
     key = (kind, name, json.dumps(params, sort_keys=True, default=str), str(device))
-    if key not in _LOADED:
+
+    def load() -> Any:
         source = registry.build(kind, name, params)
-        _LOADED[key] = source.load() if kind == "dataset" else source.load(device)
-    return _LOADED[key]
+        return source.load() if kind == "dataset" else source.load(device)
+
+    return _LOADED.get_or_build(key, load)
 
 
 def clear_loaded() -> None:

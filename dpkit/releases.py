@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def defense_for(cell: Any, registry: Any) -> Any:
     """The defense a cell runs: the named one, or ``privatize_text`` around a mechanism."""
-    from dpkit.spec_check import MECHANISM_TASK
+    from dpkit.spec import MECHANISM_TASK
 
     if cell.kind == "mechanism":
         params = {**cell.evaluation, "mechanism": cell.component, "mechanism_params": cell.params}

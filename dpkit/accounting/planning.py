@@ -27,7 +27,8 @@ NOT_DECLARED = ("the component declares neither releases(ctx) nor planned_spends
 
 def _ledger(privacy: Any) -> Ledger:
     return Ledger(delta=privacy.delta, accountant=privacy.accountant,
-                  ceiling=getattr(privacy, "ceiling", None))
+                  ceiling=getattr(privacy, "ceiling", None),
+                  neighboring=getattr(privacy, "neighboring", "add_remove"))
 
 
 def _finite(values: dict[str, float]) -> dict[str, float | str]:
@@ -87,8 +88,7 @@ def plan_spec(path: str, registry: Any = None) -> list[dict[str, Any]]:
     """One record per cell of the spec at ``path``; seeds that plan identically are merged."""
     from dpkit.plugins import get_registry
     from dpkit.releases import defense_for
-    from dpkit.runner.cells import expand
-    from dpkit.spec import PrivacySettings, load_spec
+    from dpkit.spec import PrivacySettings, expand, load_spec
 
     registry = registry or get_registry()
     spec = load_spec(path, registry)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from dpkit.context import RunContext, cache_root, derive_seed, load_component, resolve_device
+from dpkit.context import (
+    RunContext,
+    cache_root,
+    derive_seed,
+    load_component,
+    resolve_device,
+)
 from dpkit.releases import defense_for, run_defense
-from dpkit.runner.cells import Cell
-from dpkit.spec import PrivacySettings
+from dpkit.spec import Cell, PrivacySettings
 
 
 def seed_everything(seed: int) -> None:

@@ -261,7 +261,8 @@ class DefenseContract(_ParamsContract):
         result, ctx = self._run()
         ledger = ctx.ledger
         privacy = type("Privacy", (), {"delta": ledger.delta_target,
-                                       "accountant": ledger.accountant, "ceiling": None})
+                                       "accountant": ledger.accountant, "ceiling": None,
+                                       "neighboring": ledger.neighboring})
         plan = plan_cell(_build("defense", self.defense, self.params), "defense", privacy,
                          self.make_context())
         assert plan["note"] != NOT_DECLARED, (f"{self.defense} declares neither releases(ctx) "
