@@ -6,6 +6,7 @@ from dpkit.hookspecs import hookimpl
 from dpkit.params import NoParams, Params
 from dpkit.protocols import Attack, DatasetSource, Defense, DefenseResult, Mechanism, ModelSource, ServerView
 from dpkit.space import EmbeddingSpace
+from dpkit.wire import Release, Wire
 
 __version__ = "0.1.0"
 
@@ -21,6 +22,8 @@ __all__ = [
     "RunContext",
     "NoParams",
     "Params",
+    "Release",
     "ServerView",
+    "Wire",
     "hookimpl",
 ]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dpkit.cache import process_cache
+from dpkit.wire import Wire
 
 if TYPE_CHECKING:
     from dpkit.accounting import Ledger
@@ -65,7 +67,11 @@ def clear_loaded() -> None:
 
 @dataclass
 class RunContext:
-    """One cell's inputs: data, model, device, seed, ledger, registry and folders."""
+    """One cell's inputs: data, model, device, seed, ledger, the wire to the server, registry, folders.
+
+    ``wire`` is bound to ``ledger``: every tensor the defense sends to the untrusted side goes
+    through ``ctx.wire.send`` (see :mod:`dpkit.wire`).
+    """
 
     dataset: Any
     model: Any
@@ -78,6 +84,13 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)
     progress: Callable[[str], None] | None = None
     privacy: Any = None
+    wire: Wire = None  # type: ignore[assignment]  # bound to ``ledger`` in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.wire is None:
+            self.wire = Wire(self.ledger)
+        elif self.wire.ledger is not self.ledger:
+            raise ValueError("RunContext.wire must be bound to RunContext.ledger")
 
     def load_dataset(self, name: str, params: dict | None = None) -> Any:
         """Load another registered dataset (e.g. public data for training), cached per process."""

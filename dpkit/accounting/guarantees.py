@@ -27,13 +27,17 @@ class DpGuarantee:
     notion = "dp"
 
 
+METRIC_UNITS = ("token", "sequence")
+
+
 @dataclass(frozen=True)
 class MetricDpGuarantee:
     """η-dχ privacy: for any x, x' and output set S, P[M(x)∈S] ≤ exp(η·d(x, x'))·P[M(x')∈S].
 
     ``metric`` names d (``"l2"``), ``space`` the embedding table it is measured in, and ``unit``
-    what one application covers (``"token"``: per token; a document of n tokens then gets
-    η·Σᵢ d(xᵢ, x'ᵢ)).
+    what one application covers (``"token"``: one token, so a document of n tokens gets
+    η·Σᵢ d(xᵢ, x'ᵢ); ``"sequence"``: one whole document at once, with the same Σᵢ d(xᵢ, x'ᵢ)
+    distance between two documents of equal length).
     """
 
     eta: float
@@ -46,6 +50,9 @@ class MetricDpGuarantee:
     def __post_init__(self) -> None:
         if not (self.eta > 0 and math.isfinite(self.eta)):
             raise ValueError(f"metric-DP eta must be a positive finite number, got {self.eta!r}")
+        if self.unit not in METRIC_UNITS:
+            raise ValueError(f"metric-DP unit must be one of {METRIC_UNITS}, got {self.unit!r}: "
+                             "'token' covers one token per application, 'sequence' one document")
 
     def epsilon_at(self, distance: float) -> float:
         """The ε this guarantee gives two inputs at ``distance``: η·d."""

@@ -91,11 +91,15 @@ def guarantee_from_dict(data: dict[str, Any]) -> Guarantee:
 
 
 def describe_event(event: dp_accounting.DpEvent) -> str:
-    """A compact description of a dp-accounting event, e.g. ``Poisson(q=0.01)∘Gaussian(σ=4) ×1000``."""
+    """A compact description of an event, e.g. ``Poisson(q=0.01)∘Gaussian(σ/Δ=4) ×1000``.
+
+    dp-accounting's events hold noise *multipliers* (noise scale over sensitivity), so the labels
+    say ``σ/Δ`` and ``b/Δ``, never a bare ``σ`` that reads as the standard deviation.
+    """
     if isinstance(event, dp_accounting.GaussianDpEvent):
-        return f"Gaussian(σ={event.noise_multiplier:g})"
+        return f"Gaussian(σ/Δ={event.noise_multiplier:g})"
     if isinstance(event, dp_accounting.LaplaceDpEvent):
-        return f"Laplace(b={event.noise_multiplier:g})"
+        return f"Laplace(b/Δ={event.noise_multiplier:g})"
     if isinstance(event, dp_accounting.PoissonSampledDpEvent):
         return f"Poisson(q={event.sampling_probability:g})∘{describe_event(event.event)}"
     if isinstance(event, dp_accounting.SelfComposedDpEvent):

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from dpkit.context import RunContext, cache_root, derive_seed, load_component, resolve_device
-from dpkit.spec import MECHANISM_TASK, Cell, PrivacySettings
+from dpkit.context import (
+    RunContext,
+    cache_root,
+    derive_seed,
+    load_component,
+    resolve_device,
+)
+from dpkit.releases import defense_for, run_defense
+from dpkit.spec import Cell, PrivacySettings
 
 
 def seed_everything(seed: int) -> None:
@@ -18,15 +25,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def build_defense(cell: Cell, registry):
-    """The defense a cell runs: the named one, or ``privatize_text`` around a mechanism."""
-    if cell.kind == "mechanism":
-        params = {**cell.evaluation, "mechanism": cell.component,
-                  "mechanism_params": cell.params}
-        return registry.build("defense", MECHANISM_TASK, params)
-    return registry.build("defense", cell.component, cell.params)
 
 
 def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None) -> dict:
@@ -49,8 +47,8 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
                      registry=registry, cache_dir=cache_root() / "artifacts",
                      options={"cell": cell.key}, progress=progress,
                      privacy=PrivacySettings.model_validate(privacy))
-    defense = build_defense(cell, registry)
-    result = defense.run(ctx)
+    defense = defense_for(cell, registry)
+    result = run_defense(defense, ctx)
     metrics = {k: float(v) for k, v in result.metrics.items()}
     skipped = []
     for ref in cell.attacks:

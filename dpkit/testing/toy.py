@@ -20,7 +20,9 @@ from dpkit.data.types import TextDataset, TextSplit
 from dpkit.hookspecs import hookimpl
 from dpkit.params import Params
 from dpkit.protocols import DefenseResult, ServerView
+from dpkit.releases import declare_releases
 from dpkit.space import EmbeddingSpace
+from dpkit.wire import Release
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -76,25 +78,29 @@ class ToyNoise(Component):
         fail: bool = False
         sleep: float = Field(0.0, ge=0)
 
+    def releases(self, ctx) -> list[Release]:
+        """One Gaussian release per test token (the noisy embeddings sent to the server)."""
+        space: EmbeddingSpace = ctx.model
+        n = sum(len(d) for d in space.encode(ctx.dataset["test"].texts))
+        return [Release("embeddings", self.guarantee(space), "toy_noise", count=n)]
+
     def run(self, ctx) -> DefenseResult:
-        """Noise every test token; utility is the share still nearest to itself."""
+        """Noise every test token, send it; utility is the share still nearest to itself."""
         if self.params.fail:
             raise RuntimeError("toy_noise was asked to fail")
         time.sleep(self.params.sleep)
+        declare_releases(self, ctx)
         space: EmbeddingSpace = ctx.model
         ids = torch.cat(space.encode(ctx.dataset["test"].texts)).to(ctx.device)
-        ctx.ledger.spend(self.guarantee(space), "toy_noise", count=int(ids.numel()))
         clean = space.vectors[ids]
         noise = torch.randn(clean.shape, generator=ctx.generator("noise"), device=ctx.device)
-        noisy = clean + noise / self.params.eta
+        noisy = ctx.wire.send("embeddings", clean + noise / self.params.eta, observe="embeddings")
         nearest = torch.cdist(noisy, space.vectors).argmin(dim=1)
         return DefenseResult(
             metrics={"preserved": float((nearest == ids).float().mean())},
-            view=ServerView(observed={"embeddings": noisy}, knowledge={"space": space},
-                            truth={"token_ids": ids}),
-            wire_bytes={"up": noisy.numel() * noisy.element_size()},
+            view=ctx.wire.view(knowledge={"space": space}, truth={"token_ids": ids}),
+            wire_bytes=ctx.wire.summary(),
         )
-
 
     def guarantee(self, space: EmbeddingSpace) -> DpGuarantee:
         """The Gaussian mechanism on one token: noise multiplier σ/Δ (Δ: the space's diameter)."""

@@ -124,6 +124,12 @@ class CusText:
         return KAnonymityGuarantee(self.params.top_k, int(per_word.min()), below,
                                    self.params.epsilon)
 
+    def verbatim_mask(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """``[n]`` mask of words released unchanged: those without an output set (CusText+'s stop
+        words). They have no guarantee; the runner records ε = ∞ for them."""
+        group = self.groups(space).to(ids.device)
+        return (ids >= 0) & (group[ids.clamp_min(0)] < 0)
+
     def output_log_probs(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
         """Exact ``[n, V]`` output log-probabilities for ids ``[n]``."""
         ids = ids.to(space.vectors.device)

@@ -26,7 +26,7 @@ INVOCATIONS = {
     "validate": (["validate", "{spec}"], TOY),
     "plugins": (["plugins", "--json"], {}),
     "budget": (["budget", "dpsgd", "--noise-multiplier", "1.0", "--steps", "3"], {}),
-    "audit": (["audit", "laplace_dx", "--params", '{"eta": 5}', "--samples", "60"],
+    "audit": (["audit", "laplace_dx", "--params", '{"eta": 5}', "--samples", "200"],
               {"DPKIT_LOAD_PLUGINS": "baselines"}),
     "data": (["data", "list"], {"DPKIT_LOAD_PLUGINS": "datasets,models"}),
 }
