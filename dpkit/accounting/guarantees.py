@@ -16,6 +16,8 @@ from typing import Union
 
 import dp_accounting
 
+from dpkit.accounting.pure import ApproxDpEvent, PureDpEvent
+
 
 @dataclass(frozen=True)
 class DpGuarantee:
@@ -25,6 +27,28 @@ class DpGuarantee:
     description: str = ""
 
     notion = "dp"
+
+    @classmethod
+    def pure(cls, epsilon: float, description: str = "",
+             neighboring: str | None = None) -> DpGuarantee:
+        """ε-DP of one release (any ε-DP mechanism), stated under ``neighboring`` (None: the ledger's)."""
+        _check_epsilon(epsilon)
+        return cls(PureDpEvent(float(epsilon), neighboring), description)
+
+    @classmethod
+    def approximate(cls, epsilon: float, delta: float, description: str = "",
+                    neighboring: str | None = None) -> DpGuarantee:
+        """(ε, δ)-DP of one release, composed as its worst case (PLD accountant only when δ > 0)."""
+        _check_epsilon(epsilon)
+        if not 0 <= delta < 1:
+            raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+        return cls(ApproxDpEvent(float(epsilon), float(delta), neighboring), description)
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not (epsilon >= 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be a finite number ≥ 0, got {epsilon!r}; an unbounded "
+                         "release is NoGuarantee(reason)")
 
 
 METRIC_UNITS = ("token", "sequence")

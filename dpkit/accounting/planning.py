@@ -27,7 +27,8 @@ NOT_DECLARED = ("the component declares neither releases(ctx) nor planned_spends
 
 def _ledger(privacy: Any) -> Ledger:
     return Ledger(delta=privacy.delta, accountant=privacy.accountant,
-                  ceiling=getattr(privacy, "ceiling", None))
+                  ceiling=getattr(privacy, "ceiling", None),
+                  neighboring=getattr(privacy, "neighboring", "add_remove"))
 
 
 def _finite(values: dict[str, float]) -> dict[str, float | str]:

@@ -12,6 +12,7 @@ import attr
 import dp_accounting
 from dp_accounting import dp_event as _dp_event_module
 
+from dpkit.accounting import pure as _pure_module
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     Guarantee,
@@ -49,10 +50,11 @@ def _value_from_json(value: Any) -> Any:
 def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
     """Rebuild a dp-accounting event written by :func:`event_to_dict`."""
     name = data.get("type")
-    cls = getattr(_dp_event_module, str(name), None)
+    cls = getattr(_dp_event_module, str(name), None) or getattr(_pure_module, str(name), None)
     if not (isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)):
         raise AccountingError(f"unknown dp-accounting event type {name!r} in ledger data; "
-                              "expected a class from dp_accounting.dp_event")
+                              "expected a class from dp_accounting.dp_event or "
+                              "dpkit.accounting.pure")
     fields = {k: _value_from_json(v) for k, v in data.items() if k != "type"}
     try:
         return cls(**fields)
@@ -100,6 +102,10 @@ def describe_event(event: dp_accounting.DpEvent) -> str:
         return f"Gaussian(σ/Δ={event.noise_multiplier:g})"
     if isinstance(event, dp_accounting.LaplaceDpEvent):
         return f"Laplace(b/Δ={event.noise_multiplier:g})"
+    if isinstance(event, (_pure_module.PureDpEvent, _pure_module.ApproxDpEvent)):
+        delta = f", δ={event.delta:g}" if isinstance(event, _pure_module.ApproxDpEvent) else ""
+        under = f", {event.neighboring}" if event.neighboring else ""
+        return f"ε-DP(ε={event.epsilon:g}{delta}{under})"
     if isinstance(event, dp_accounting.PoissonSampledDpEvent):
         return f"Poisson(q={event.sampling_probability:g})∘{describe_event(event.event)}"
     if isinstance(event, dp_accounting.SelfComposedDpEvent):

@@ -11,7 +11,10 @@ from dpkit.accounting.guarantees import (
     MetricDpGuarantee,
     NoGuarantee,
 )
+from dpkit.accounting.pure import ApproxDpEvent, PureDpEvent
 from dpkit.errors import AuditError
+
+PURE_EVENTS = (PureDpEvent, ApproxDpEvent)
 
 
 def dp_epsilon(guarantee: DpGuarantee, delta: float, accountant: str = "rdp") -> float:
@@ -59,6 +62,11 @@ class Claim:
                                  "audited; the auditor measures L2 distances (metric 'l2')")
             return cls("metric", math.nan, 0.0, eta=guarantee.eta, unit=guarantee.unit,
                        description=f"{guarantee.eta:g}-dχ (L2, per {guarantee.unit})")
+        if isinstance(guarantee, DpGuarantee) and isinstance(guarantee.event, PURE_EVENTS):
+            event = guarantee.event  # the auditor's pairs replace one input: add/remove costs 2ε
+            eps = event.epsilon * (2 if event.neighboring == "add_remove" else 1)
+            at = getattr(event, "delta", 0.0)
+            return cls("dp", eps, at, description=f"({eps:.4g}, {at:g})-DP (declared)")
         if isinstance(guarantee, DpGuarantee):
             eps = dp_epsilon(guarantee, delta, accountant)
             return cls("dp", eps, delta, description=f"({eps:.4g}, {delta:g})-DP "

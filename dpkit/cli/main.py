@@ -15,7 +15,7 @@ import sys
 
 from dpkit.errors import DpkitError, ParamsError, SpecError
 
-COMMANDS = ("run", "validate", "plugins", "budget", "audit", "data")
+COMMANDS = ("run", "validate", "plugins", "budget", "audit", "data", "new", "report")
 
 
 class _Parser(argparse.ArgumentParser):

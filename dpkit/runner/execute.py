@@ -42,7 +42,8 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         model = load_component(registry, "model", cell.model["name"], cell.model["params"], device)
     privacy = cell.privacy
     ledger = Ledger(delta=privacy["delta"], accountant=privacy["accountant"],
-                    ceiling=privacy.get("ceiling"))
+                    ceiling=privacy.get("ceiling"),
+                    neighboring=privacy.get("neighboring", "add_remove"))
     ctx = RunContext(dataset=dataset, model=model, device=device, seed=cell.seed, ledger=ledger,
                      registry=registry, cache_dir=cache_root() / "artifacts",
                      options={"cell": cell.key}, progress=progress,

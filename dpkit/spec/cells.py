@@ -185,5 +185,7 @@ def cell_key(cell: Cell) -> str:
     raw = cell.to_dict()
     for skip in ("key", "device", "resources", "method"):
         raw.pop(skip, None)
+    if raw["privacy"].get("neighboring") == "add_remove":  # the default keeps earlier keys
+        raw["privacy"] = {k: v for k, v in raw["privacy"].items() if k != "neighboring"}
     blob = json.dumps(raw, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

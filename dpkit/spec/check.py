@@ -55,6 +55,9 @@ def check_spec(spec: Spec, registry=None) -> list[Cell]:
             if key not in seen:
                 seen.add(key)
                 _check_evaluation(registry, path, cell)
+    from dpkit.evidence.check import check_claims
+
+    check_claims(spec, cells)
     return cells
 
 

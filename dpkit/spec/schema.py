@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from dpkit.evidence.claims import Claim
+
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -50,6 +52,8 @@ class PrivacySettings(_Strict):
     delta: float = Field(1e-5, gt=0, lt=1)
     accountant: Literal["rdp", "pld"] = "rdp"
     ceiling: float | None = Field(None, gt=0, description="refuse spends past this ε at delta")
+    neighboring: Literal["add_remove", "replace_one", "replace_special"] = Field(
+        "add_remove", description="the neighbouring relation (ε, δ) is stated in")
 
 
 class ReportSettings(_Strict):
@@ -86,6 +90,7 @@ class Spec(_Strict):
     report: ReportSettings = Field(default_factory=ReportSettings)
     resources: Resources = Field(default_factory=Resources)
     output: str | None = None
+    claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
     path: str = Field("", exclude=True)
 
     @model_validator(mode="after")

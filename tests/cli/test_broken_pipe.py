@@ -29,6 +29,8 @@ INVOCATIONS = {
     "audit": (["audit", "laplace_dx", "--params", '{"eta": 5}', "--samples", "200"],
               {"DPKIT_LOAD_PLUGINS": "baselines"}),
     "data": (["data", "list"], {"DPKIT_LOAD_PLUGINS": "datasets,models"}),
+    "new": (["new", "plugin", "pipe-demo", "--dir", "{out}"], {}),
+    "report": (["report", "{run}"], TOY),
 }
 
 
@@ -41,7 +43,13 @@ def test_closed_stdout_exits_quietly(command, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     args, env = INVOCATIONS[command]
-    argv = [a.replace("{spec}", str(spec)).replace("{out}", str(tmp_path / "out")) for a in args]
+    run_dir = tmp_path / "finished"
+    if "{run}" in args:  # report needs a finished run to re-render
+        subprocess.run([sys.executable, "-m", "dpkit.cli.main", "run", str(spec), "--out",
+                        str(run_dir), "--no-progress"], env={**os.environ, **TOY}, cwd=tmp_path,
+                       check=True, capture_output=True)
+    argv = [a.replace("{spec}", str(spec)).replace("{out}", str(tmp_path / "out"))
+            .replace("{run}", str(run_dir)) for a in args]
     proc = subprocess.Popen([sys.executable, "-m", "dpkit.cli.main", *argv],
                             env={**os.environ, **env}, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
