@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-TOY_ENV = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.toy"}
+TOY_ENV = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy"}
 
 
 def dpkit(*args, env=TOY_ENV):

@@ -90,7 +90,7 @@ def test_datasets_folder_without_the_library_says_what_to_install(tmp_path, monk
 def local_and_toy(monkeypatch):
     """The built-in datasets (which hold local_files) plus the toy plug-in."""
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "datasets")
-    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.toy")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
     dpkit.plugins.reset()
     yield
     dpkit.plugins.reset()
@@ -114,7 +114,8 @@ output: {tmp_path / "out"}
 """)
     assert main(["run", str(spec)]) == 0
     row = json.loads((tmp_path / "out" / "results.jsonl").read_text().splitlines()[0])
-    assert row["privacy"]["eta_per_token"] == 2.0 and "toy_top1" in row["metrics"]
+    # toy_noise is Gaussian noise, declared (ε, δ)-DP: a finite ε, no η
+    assert 0 < row["privacy"]["epsilon"] < float("inf") and "toy_top1" in row["metrics"]
     spec.write_text(spec.read_text().replace("mine.csv", "missing.csv"))
     capsys.readouterr()
     assert main(["validate", str(spec)]) == 2
