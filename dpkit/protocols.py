@@ -179,6 +179,16 @@ class FitsCounts(Protocol):
 
 
 @runtime_checkable
+class AuditableDefense(Protocol):
+    """A defense (or adapter) that inserts canaries into its own run and scores them
+    (``dpkit audit --defense``; see :mod:`dpkit.audit.canary`)."""
+
+    def audit_run(self, ctx: Any, included: Any) -> Any:
+        """Run with the ``included`` canaries inserted; score all of them; claim ε per canary
+        (returns a :class:`dpkit.audit.canary.CanaryRun`)."""
+
+
+@runtime_checkable
 class ExactDensity(Protocol):
     """An embedding mechanism whose output density is computable (the auditor's exact path)."""
 
@@ -195,6 +205,7 @@ class ExactOutputProbs(Protocol):
 
 
 CAPABILITIES: dict[str, type] = {
+    "audit_run": AuditableDefense,
     "releases": DeclaresReleases,
     "planned_spends": PlansSpends,
     "verbatim": ReleasesVerbatim,

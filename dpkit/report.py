@@ -14,10 +14,13 @@ from tabulate import tabulate
 
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
 
-PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "k_achieved", "anonymity_epsilon")
+PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
+                   "anonymity_epsilon")
 STATS = ("mean", "sd", "ci_low", "ci_high", "n")
-PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta_per_token": "ledger η/token", "k_achieved": "achieved k",
+PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta_per_token": "ledger η/token",
+                   "eta_per_sequence": "ledger η/sequence", "k_achieved": "achieved k",
                    "anonymity_epsilon": "anonymity ε"}
+UNCOVERED_HEADER = "ε = ∞ because"
 
 
 def aggregate(rows: list[dict]) -> list[dict]:
@@ -35,8 +38,28 @@ def aggregate(rows: list[dict]) -> list[dict]:
                     metrics[k].append(float(v))
         stats = {k: summarize(v) for k, v in metrics.items()}
         out.append({"method": method, "point": members[0]["point"], "seeds": len(members),
-                    "values": {k: s.mean for k, s in stats.items()}, "stats": stats})
+                    "values": {k: s.mean for k, s in stats.items()}, "stats": stats,
+                    "uncovered": sorted({r for m in members for r in uncovered_reasons(m)})})
     return out
+
+
+def uncovered_reasons(row: dict) -> list[str]:
+    """The reasons of a cell's ε = ∞ entries (what crossed the wire without a guarantee)."""
+    return list(row.get("ledger", {}).get("no_guarantee_reasons", []))
+
+
+def short_reason(reason: str) -> str:
+    """A table-sized name for a reason: the tensor it names (``gradients: …``), else its start."""
+    head, sep, _ = reason.partition(":")
+    if sep and len(head) <= 32:
+        return head
+    return reason if len(reason) <= 40 else reason[:39] + "…"
+
+
+def _uncovered_legend(agg: list[dict]) -> str:
+    reasons = sorted({r for row in agg for r in row["uncovered"]})
+    return "\n".join(["Not covered by any guarantee (each makes the cell's ε = ∞):",
+                      *[f"  - {r}" for r in reasons]]) if reasons else ""
 
 
 def _privacy_numbers(row: dict) -> dict[str, float]:
@@ -59,12 +82,18 @@ def render_table(spec, rows: list[dict]) -> str:
     sweep_keys = sorted({k for r in agg for k in r["point"]})
     metrics = metric_columns(rows, spec.report)
     privacy = [c for c in PRIVACY_COLUMNS if any(c in r["values"] for r in agg)]
-    headers = ["method", *sweep_keys, "seeds", *metrics, *(PRIVACY_HEADERS[c] for c in privacy)]
+    uncovered = any(r["uncovered"] for r in agg)
+    headers = ["method", *sweep_keys, "seeds", *metrics, *(PRIVACY_HEADERS[c] for c in privacy),
+               *([UNCOVERED_HEADER] if uncovered else [])]
     body = [[r["method"], *[r["point"].get(k, "") for k in sweep_keys], r["seeds"],
-             *[_fmt_stat(r["stats"].get(m)) for m in metrics + privacy]] for r in agg]
+             *[_fmt_stat(r["stats"].get(m)) for m in metrics + privacy],
+             *([", ".join(dict.fromkeys(short_reason(x) for x in r["uncovered"]))]
+               if uncovered else [])] for r in agg]
     table = tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
     spread = any(s.n > 1 for r in agg for s in r["stats"].values())
     note = "\n(± is the half-width of the 95 % Student-t interval over seeds)" if spread else ""
+    legend = _uncovered_legend(agg)
+    note += f"\n\n{legend}" if legend else ""
     verdicts = format_verdicts(evaluate_all(spec, rows))
     return table + note + (f"\n\n{verdicts}" if verdicts else "")
 
@@ -93,7 +122,8 @@ def write_summary_csv(rows: list[dict], path: Path) -> None:
     agg = aggregate(rows)
     points = sorted({k for r in agg for k in r["point"]})
     names = sorted({k for r in agg for k in r["stats"]})
-    header = ["method", *points, "seeds", *[f"{m}.{s}" for m in names for s in STATS]]
+    header = ["method", *points, "seeds", *[f"{m}.{s}" for m in names for s in STATS],
+              "not_covered"]
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
@@ -103,7 +133,7 @@ def write_summary_csv(rows: list[dict], path: Path) -> None:
                 stat = r["stats"].get(m)
                 cells += [getattr(stat, s) for s in STATS] if stat else [""] * len(STATS)
             writer.writerow([r["method"], *[r["point"].get(p, "") for p in points], r["seeds"],
-                             *cells])
+                             *cells, "; ".join(r["uncovered"])])
 
 
 def write_cells_csv(rows: list[dict], path: Path) -> None:

@@ -75,7 +75,7 @@ def _effective_epsilon(event: PureDpEvent | ApproxDpEvent, relation) -> float | 
     return None
 
 
-def _check(event, relation) -> _Details | None:
+def _check(event, relation) -> dp_accounting.PrivacyAccountant.CompositionErrorDetails | None:
     """None if ``event`` is well-formed and stated in a relation the accountant can use."""
     if event.neighboring is not None and event.neighboring not in NEIGHBORING:
         return _Details(event, f"unknown neighbouring relation {event.neighboring!r}; use one of "

@@ -5,19 +5,27 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from dpkit.audit import blackbox, exact
 from dpkit.audit.claims import Claim
+from dpkit.audit.inputs import (
+    AuditPair,
+    draw,
+    make_test_space,
+    select_pairs,
+    sequence_unit,
+)
 from dpkit.audit.law import radial_law_pvalues
-from dpkit.audit.inputs import AuditPair, draw, make_test_space, select_pairs, sequence_unit
 from dpkit.audit.report import AuditReport, Finding, Verdict
-from dpkit.audit.verdict import decide
 from dpkit.audit.stats import certifiable_epsilon
+from dpkit.audit.verdict import decide
 from dpkit.context import derive_seed, resolve_device
 from dpkit.errors import AuditError
+from dpkit.protocols import ExactDensity, ExactOutputProbs
 from dpkit.space import EmbeddingSpace
 
 Progress = Callable[[int, int, str], None]
@@ -114,8 +122,8 @@ def _run(mech: Any, space: EmbeddingSpace, claim: Claim, report: AuditReport, se
     pair_gen = torch.Generator().manual_seed(derive_seed(seed, "audit-pairs"))
     draw_gen = torch.Generator(device=dev).manual_seed(derive_seed(seed, "audit-draws"))
     sensitivity = float(getattr(mech.params, "sensitivity", 1.0) or 1.0)
-    has_density = callable(getattr(mech, "log_density", None)) and domain == "embedding" and per_row
-    has_probs = callable(getattr(mech, "output_log_probs", None)) and domain == "token" and per_row
+    has_density = isinstance(mech, ExactDensity) and domain == "embedding" and per_row
+    has_probs = isinstance(mech, ExactOutputProbs) and domain == "token" and per_row
     allowed = _anonymity_pairs(mech, space, claim, exact_tokens, dev, has_probs)
     candidates = select_pairs(domain, space, claim, pair_gen, sensitivity, allowed)
     steps = min(len(candidates), KEEP_PAIRS if per_row else 2) + 2

@@ -27,11 +27,12 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
 from dpkit.errors import AuditError
+from dpkit.protocols import AuditableDefense
 
 
 @dataclass
@@ -61,15 +62,6 @@ class CanaryRun:
                              "large finite values (e.g. ±1e6)")
         if not (self.claimed_epsilon >= 0 and not math.isnan(self.claimed_epsilon)):
             raise AuditError(f"claimed ε must be ≥ 0 (or ∞), got {self.claimed_epsilon!r}")
-
-
-@runtime_checkable
-class AuditableDefense(Protocol):
-    """A defense (or adapter) that inserts canaries into its own run and scores them."""
-
-    def audit_run(self, ctx: Any, included: np.ndarray) -> CanaryRun:
-        """Run with the ``included`` canaries inserted; score all of them; claim ε per canary."""
-        ...
 
 
 AdapterFactory = Callable[[Any], AuditableDefense]
@@ -116,4 +108,4 @@ def auditable_names() -> list[str]:
     for name in names:
         _import_plugin_audit(registry.get("defense", name).cls)
     return sorted(n for n in names if n in _ADAPTERS
-                  or hasattr(registry.get("defense", n).cls, "audit_run"))
+                  or issubclass(registry.get("defense", n).cls, AuditableDefense))

@@ -18,20 +18,17 @@ PURE_EVENTS = (PureDpEvent, ApproxDpEvent)
 
 
 def dp_epsilon(guarantee: DpGuarantee, delta: float, accountant: str = "rdp") -> float:
-    """ε of one release of ``guarantee`` at ``delta``, as the privacy ledger reports it."""
-    try:
-        from dpkit.accounting import Ledger
-    except ImportError:  # the ledger is optional at import time; fall back to dp-accounting
-        Ledger = None
-    if Ledger is not None:
-        ledger = Ledger(delta=delta, accountant=accountant)
-        ledger.spend(guarantee, label="audit")
-        return float(ledger.epsilon())
-    from dp_accounting import rdp
+    """ε of one release of ``guarantee`` at ``delta``, as the privacy ledger reports it.
 
-    acc = rdp.RdpAccountant()
-    acc.compose(guarantee.event)
-    return float(acc.get_epsilon(delta))
+    Add/remove first (the ledger's default); an event stated only for replace-one neighbours
+    (randomized response) is read under replace-one, the relation of the auditor's pairs.
+    """
+    from dpkit.accounting import Ledger, supports
+
+    relation = "add_remove" if supports(guarantee.event, accountant) else "replace_one"
+    ledger = Ledger(delta=delta, accountant=accountant, neighboring=relation)
+    ledger.spend(guarantee, label="audit")
+    return float(ledger.epsilon())
 
 
 @dataclass(frozen=True)

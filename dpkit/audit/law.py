@@ -64,10 +64,10 @@ def norm_cdf(profile, d: int, scale: float):
     r = torch.linspace(0, hi, GRID, dtype=torch.float64)
     log_g = torch.xlogy(torch.tensor(d - 1.0, dtype=torch.float64), r) + profile(r)
     g = torch.exp(log_g - log_g.max()).numpy()
-    r = r.numpy()
-    cdf = np.concatenate([[0.0], np.cumsum((g[1:] + g[:-1]) / 2 * np.diff(r))])
+    grid = r.numpy()
+    cdf = np.concatenate([[0.0], np.cumsum((g[1:] + g[:-1]) / 2 * np.diff(grid))])
     cdf /= cdf[-1]
-    return lambda values: np.interp(values, r, cdf, left=0.0, right=1.0)
+    return lambda values: np.interp(values, grid, cdf, left=0.0, right=1.0)
 
 
 def _direction_statistic(directions: np.ndarray) -> np.ndarray:

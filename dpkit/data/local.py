@@ -107,13 +107,13 @@ class LocalFileParams(dpkit.Params):
                              f"the current directory, {Path.cwd()})")
         fmt = resolve_format(path, self.format)
         if fmt == "hf":
-            _check_hf(path)
-            return self
-        if path.is_dir():
+            columns = _hf_columns(path)
+        elif path.is_dir():
             raise ValueError(f"{path} is a folder; give a file, or format: hf for a datasets save")
-        if path.stat().st_size == 0:
+        elif path.stat().st_size == 0:
             raise ValueError(f"{path} is empty")
-        columns = _head_columns(path, fmt, self.encoding)
+        else:
+            columns = _head_columns(path, fmt, self.encoding)
         for role in ("text_column", "label_column", "split_column"):
             wanted = getattr(self, role)
             if wanted is not None and wanted not in columns:
@@ -122,13 +122,20 @@ class LocalFileParams(dpkit.Params):
         return self
 
 
-def _check_hf(path: Path) -> None:
+def _hf_columns(path: Path) -> list[str]:
+    """Feature names of a ``save_to_disk`` folder (a Dataset, or every split of a DatasetDict)."""
     if importlib.util.find_spec("datasets") is None:
         raise ValueError(f"{path} is a Hugging Face datasets folder, which needs the `datasets` "
                          "library: pip install datasets")
-    if not any((path / name).exists() for name in ("dataset_dict.json", "dataset_info.json",
-                                                   "state.json")):
-        raise ValueError(f"{path} is not a folder written by datasets' save_to_disk")
+    infos = [path / "dataset_info.json"] if (path / "dataset_info.json").exists() else \
+        sorted(path.glob("*/dataset_info.json"))
+    if not infos:
+        raise ValueError(f"{path} is not a folder written by datasets' save_to_disk (no "
+                         "dataset_info.json)")
+    columns = [set(json.loads(info.read_text(encoding="utf-8")).get("features") or {})
+               for info in infos]
+    shared = set.intersection(*columns) | ({"__split__"} if len(infos) > 1 else set())
+    return sorted(shared)
 
 
 def _read_table(path: Path, fmt: str, encoding: str):

@@ -86,6 +86,18 @@ def test_datasets_folder_without_the_library_says_what_to_install(tmp_path, monk
         validate_params(LocalFiles, {"path": str(tmp_path / "saved")})
 
 
+def test_a_datasets_folder_reads_its_splits(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    saved = datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"text": ["a b", "c d", "e"], "label": ["x", "y", "x"]}),
+        "test": datasets.Dataset.from_dict({"text": ["f g"], "label": ["y"]})})
+    saved.save_to_disk(str(tmp_path / "saved"))
+    data = load(path=str(tmp_path / "saved"), label_column="label")
+    assert data["train"].texts == ["a b", "c d", "e"] and data["test"].labels == [1]
+    with pytest.raises(ParamsError, match="saved has no column 'body'"):
+        validate_params(LocalFiles, {"path": str(tmp_path / "saved"), "text_column": "body"})
+
+
 @pytest.fixture
 def local_and_toy(monkeypatch):
     """The built-in datasets (which hold local_files) plus the toy plug-in."""
@@ -114,8 +126,8 @@ output: {tmp_path / "out"}
 """)
     assert main(["run", str(spec)]) == 0
     row = json.loads((tmp_path / "out" / "results.jsonl").read_text().splitlines()[0])
-    # toy_noise is Gaussian noise, declared (ε, δ)-DP: a finite ε, no η
     assert 0 < row["privacy"]["epsilon"] < float("inf") and "toy_top1" in row["metrics"]
+    assert row["ledger"]["spends"][0]["count"] > 0  # the local test split's tokens
     spec.write_text(spec.read_text().replace("mine.csv", "missing.csv"))
     capsys.readouterr()
     assert main(["validate", str(spec)]) == 2
