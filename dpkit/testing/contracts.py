@@ -33,7 +33,7 @@ from dpkit.testing.samples import same_distribution
 GUARANTEES = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
 
 
-def _component_class(kind: str, component: Any) -> type:
+def _component_class(kind: str, component: Any) -> Any:
     if isinstance(component, str):
         from dpkit.plugins import get_registry
         return get_registry().get(kind, component).cls
