@@ -36,6 +36,8 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path,
         by_method.setdefault(r["method"], []).append(r)
     panels = [(x, utility), (x, privacy), (privacy, utility)]
     panels = [p for p in panels if p[0] and p[1]]
+    if not panels:  # no swept parameter and no privacy metric: nothing to draw against
+        return None
     footer = _footer(verdicts or [])
     height = 4.2 + FOOTER_LINE * len(footer)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), height), squeeze=False)

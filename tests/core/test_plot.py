@@ -25,3 +25,10 @@ def test_reference_lines_only_for_single_values(tmp_path, monkeypatch):
     # "fixed" has one value: a line in each panel it lacks an x for; "no_ep" has two values and
     # no ep to place them at, so it is left out of the utility-vs-privacy panel.
     assert lines == [("fixed", 0.7), ("fixed", 0.5)]
+
+
+def test_nothing_to_plot_without_a_sweep_or_a_privacy_metric(tmp_path):
+    spec = SimpleNamespace(name="t", report=SimpleNamespace(x=None, utility="auc", privacy=None))
+    agg = [{"method": "only", "point": {}, "values": {"auc": 0.7}}]
+    assert plot_tradeoff(spec, agg, ["auc"], tmp_path / "p.png") is None
+    assert not (tmp_path / "p.png").exists()
