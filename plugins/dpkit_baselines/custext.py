@@ -9,6 +9,7 @@ import torch
 from pydantic import Field
 
 import dpkit
+from dpkit.cache import process_cache
 from dpkit.accounting import KAnonymityGuarantee
 from dpkit.search import VocabIndex
 from dpkit.space import stop_word_mask
@@ -16,8 +17,8 @@ from dpkit.space import stop_word_mask
 from dpkit_baselines.sampling import frequency_rank, gumbel_argmax
 
 
-_SETS: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-"""Output sets per (space, K, stop-word policy, frequency order), built once per process."""
+_SETS = process_cache("custext.output_sets", "CusText output sets per (space, K, stop-word "
+                      "policy, frequency order)", max_entries=16)
 
 
 def build_groups(table: torch.Tensor, order: torch.Tensor, k: int,
@@ -87,7 +88,7 @@ class CusText:
     def __init__(self, params: Params):
         self.params = params
         self.counts: torch.Tensor | None = None
-        self._cache: tuple[int, torch.Tensor, torch.Tensor] | None = None
+        self._cache: tuple[str, torch.Tensor, torch.Tensor] | None = None
 
     def fit_counts(self, counts: torch.Tensor) -> None:
         """Word counts ``[V]`` that order the greedy set construction (most frequent first)."""
@@ -99,15 +100,16 @@ class CusText:
         return self._sets(space)[0]
 
     def _sets(self, space: dpkit.EmbeddingSpace) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._cache is None or self._cache[0] != id(space):
+        if self._cache is None or self._cache[0] != space.fingerprint:
             order = frequency_rank(space, self.counts)
             key = (space.fingerprint, self.params.top_k, self.keep_stop_words,
                    hashlib.sha256(order.cpu().numpy().tobytes()).hexdigest())
-            if key not in _SETS:
+            def build() -> tuple[torch.Tensor, torch.Tensor]:
                 eligible = ~stop_word_mask(space) if self.keep_stop_words else None
                 group = build_groups(space.vectors.float(), order, self.params.top_k, eligible)
-                _SETS[key] = (group, member_table(group, self.params.top_k))
-            self._cache = (id(space), *_SETS[key])
+                return group, member_table(group, self.params.top_k)
+
+            self._cache = (space.fingerprint, *_SETS.get_or_build(key, build))
         return self._cache[1], self._cache[2]
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> KAnonymityGuarantee:

@@ -8,11 +8,17 @@ import torch
 from pydantic import Field
 
 import dpkit
+from dpkit.cache import process_cache
 from dpkit.accounting import MetricDpGuarantee
 from dpkit.noise import laplace_log_density, sample_laplace_noise
 from dpkit.search import VocabIndex
 from dpkit.space import stop_word_mask
 
+
+
+_INDEXES = process_cache("laplace.decode_indexes",
+                         "nearest-neighbour index by (space fingerprint, device, metric)",
+                         max_entries=8)
 
 def clip_norms(y: torch.Tensor, bound: float | None) -> torch.Tensor:
     """Scale rows of ``y`` whose L2 norm exceeds ``bound`` back onto the ball (SnD Eq. 3)."""
@@ -80,7 +86,6 @@ class Text2Text:
 
     def __init__(self, params: Params):
         self.params = params
-        self._index: tuple[int, VocabIndex] | None = None
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
         """η-dχ per token for the L2 distance in ``space`` (decoding is post-processing); stop words
@@ -96,9 +101,8 @@ class Text2Text:
 
     def index(self, space: dpkit.EmbeddingSpace) -> VocabIndex:
         """The cached nearest-neighbour index over ``space``."""
-        if self._index is None or self._index[0] != id(space):
-            self._index = (id(space), VocabIndex(space.vectors, self.params.metric))
-        return self._index[1]
+        key = (space.fingerprint, str(space.vectors.device), self.params.metric)
+        return _INDEXES.get_or_build(key, lambda: VocabIndex(space.vectors, self.params.metric))
 
     def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
                   generator: torch.Generator) -> torch.Tensor:

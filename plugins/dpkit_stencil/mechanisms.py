@@ -8,6 +8,7 @@ import torch
 from pydantic import Field, model_validator
 
 import dpkit
+from dpkit.cache import process_cache
 from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
 from dpkit.noise import sample_laplace_noise
 from dpkit.search import VocabIndex
@@ -15,6 +16,11 @@ from dpkit.space import stop_word_mask
 
 from dpkit_stencil.window import max_contribution, window_mix
 
+
+
+_INDEXES = process_cache("stencil.indexes",
+                         "nearest-neighbour index and stop-word mask by (space fingerprint, device, metric)",
+                         max_entries=8)
 
 class StencilParams(dpkit.Params):
     """Window size L, Gaussian σ, decoding metric and stop-word handling (§4 of the paper)."""
@@ -43,7 +49,6 @@ class Stencil:
 
     def __init__(self, params: StencilParams):
         self.params = params
-        self._index: tuple[int, VocabIndex, torch.Tensor] | None = None
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> Guarantee:
         """No guarantee: no noise, and excluding the original token reads the private input."""
@@ -52,10 +57,9 @@ class Stencil:
 
     def index(self, space: dpkit.EmbeddingSpace) -> tuple[VocabIndex, torch.Tensor]:
         """Cached nearest-neighbour index over ``space`` and its stop-word mask."""
-        if self._index is None or self._index[0] != id(space):
-            self._index = (id(space), VocabIndex(space.vectors, self.params.metric),
-                           stop_word_mask(space))
-        return self._index[1], self._index[2]
+        key = (space.fingerprint, str(space.vectors.device), self.params.metric)
+        return _INDEXES.get_or_build(key, lambda: (VocabIndex(space.vectors, self.params.metric),
+                                                   stop_word_mask(space)))
 
     def verbatim_mask(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
         """``[n]`` mask of tokens released unchanged by policy (stop words when kept, §4)."""

@@ -68,3 +68,10 @@ def test_computed_once_in_process_and_once_on_disk(tmp_path):
     cached("t", {"k": 2}, compute, disk=True, root=tmp_path)
     assert len(calls) == 2 and len(list((tmp_path / "shared" / "t").glob("*.pt"))) == 2
     clear_memo()
+
+
+def test_no_plugin_keys_a_cache_by_object_id():
+    plugins = Path(__file__).resolve().parents[2] / "plugins"
+    offenders = [str(p) for p in plugins.rglob("*.py") if re.search(r"\bid\((space|model|self)\)",
+                                                                      p.read_text())]
+    assert not offenders, f"cache keys must be content fingerprints, not id(): {offenders}"
