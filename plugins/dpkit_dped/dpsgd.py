@@ -12,7 +12,6 @@ import math
 import warnings
 from typing import Literal
 
-import numpy as np
 import torch
 from dpkit.accounting import DpGuarantee, calibrate_noise, dpsgd_event
 from dpkit.training import TrainingCurve
@@ -20,7 +19,7 @@ from pydantic import Field
 from torch import nn
 
 from dpkit_dped.clipping import clip_factors, gathered_clipped_sum
-from dpkit_dped.corpus import doc_pair_tensor, encode
+from dpkit_dped.corpus import document_tensor, draw_pairs, encode
 from dpkit_dped.defenses import CorpusParams, privacy_settings, record, with_curves
 from dpkit_dped.evaluation import perplexity
 from dpkit_dped.pipeline import evaluate, prepare
@@ -83,27 +82,32 @@ def opacus_clipped_sum(module, centers, targets, mask, max_norm: float):
     return sums, norms, losses.detach()
 
 
-def train_dpsgd(centers: torch.Tensor, contexts: torch.Tensor, mask: torch.Tensor,
-                neg_probs: torch.Tensor, *, dim: int, negatives: int, noise_multiplier: float,
+def train_dpsgd(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Tensor, *,
+                pairs_per_doc: int, window: int, dim: int, negatives: int, noise_multiplier: float,
                 max_grad_norm: float, sampling_rate: float, steps: int, lr: float,
                 generator: torch.Generator, opacus_accountant=None, clipping: str = "sparse",
                 validation: tuple[torch.Tensor, torch.Tensor] | None = None,
-                curve_points: int = 20) -> WordModel:
-    """Run ``steps`` DP-SGD steps over documents ``[n, P]``; returns the model with its curve.
+                curve_points: int = 20, optimizer: str = "sgd", momentum: float = 0.9) -> WordModel:
+    """Run ``steps`` DP-SGD steps over documents ``tokens [n, L]``; returns the model with its curve.
 
-    Each step Poisson-samples documents at rate q, clips each document's gradient to
+    Each step Poisson-samples documents at rate q, draws ``pairs_per_doc`` fresh (center, context)
+    pairs within ``window`` from each sampled document, clips each document's gradient to
     ``max_grad_norm`` (``clipping``: ``sparse`` rows or Opacus' dense per-sample gradients),
     adds N(0, (z·C)²) to every coordinate of both tables and divides by the expected batch size
-    (Opacus' convention), then takes an Adam step. ``opacus_accountant``, when given, is stepped
+    (Opacus' convention), then takes an ``optimizer`` step (``sgd`` with ``momentum``, or ``adam``,
+    whose per-coordinate scaling amplifies the noise on rows no document touched). ``opacus_accountant``, when given, is stepped
     alongside so its ε can be compared with dpkit's ledger. The curve records, ``curve_points``
     times, the mean training loss of the batches since the last point and the validation pairs'
     log perplexity.
     """
     dev = generator.device
-    n, vocab_size = len(centers), len(neg_probs)
+    n, vocab_size = len(tokens), len(neg_probs)
     model = SkipGramNS(vocab_size, dim, generator).to(dev)
     params = [model.inp.weight, model.out.weight]
-    opt = torch.optim.Adam(params, lr=lr)
+    if optimizer not in ("sgd", "adam"):
+        raise ValueError(f"optimizer must be 'sgd' or 'adam', got {optimizer!r}")
+    opt = (torch.optim.SGD(params, lr=lr, momentum=momentum) if optimizer == "sgd"
+           else torch.optim.Adam(params, lr=lr))
     expected = max(1, round(sampling_rate * n))
     if clipping == "opacus":
         from opacus import GradSampleModule
@@ -117,7 +121,8 @@ def train_dpsgd(centers: torch.Tensor, contexts: torch.Tensor, mask: torch.Tenso
     seen, loss_sum = 0, 0.0
     for step in range(1, steps + 1):
         batch = (torch.rand(n, generator=generator, device=dev) < sampling_rate).nonzero().squeeze(1)
-        c, x, m = centers[batch].to(dev), contexts[batch].to(dev), mask[batch].to(dev)
+        c, x, m = draw_pairs(tokens[batch].to(dev), lengths[batch].to(dev), pairs_per_doc, window,
+                             generator)
         neg = torch.multinomial(neg_probs, max(x.numel(), 1) * negatives, replacement=True,
                                 generator=generator)[:x.numel() * negatives]
         sums, _, losses = clipped(c, torch.cat([x.unsqueeze(-1), neg.view(*x.shape, negatives)], -1), m)
@@ -153,7 +158,10 @@ class DpsgdParams(CorpusParams):
     steps_by_epsilon: dict[float, int] = Field(default_factory=dict)
     max_grad_norm: float = Field(1.0, gt=0)
     pairs_per_doc: int = Field(32, ge=1)
-    lr: float = Field(0.005, gt=0)
+    max_doc_len: int = Field(1000, ge=2)
+    lr: float = Field(5.0, gt=0)
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    momentum: float = Field(0.9, ge=0, lt=1)
     clipping: Literal["sparse", "opacus"] = "sparse"
 
     def step_count(self) -> int:
@@ -192,17 +200,17 @@ class DpedDpsgd:
         z = self.noise_multiplier(*privacy_settings(ctx))
         record(ctx, self.spends_for(z))
         setup = prepare(ctx, p)
-        docs = encode(setup.private_texts, setup.vocab)
-        rng = np.random.default_rng(ctx.numpy_seed("dped-dpsgd-pairs"))
-        centers, contexts, mask = doc_pair_tensor(docs, p.window, p.pairs_per_doc, rng)
+        tokens, lengths = document_tensor(encode(setup.private_texts, setup.vocab), p.max_doc_len)
         counts = torch.tensor(setup.vocab.counts, dtype=torch.float32, device=ctx.device)
         steps = p.step_count()
         ctx.say(f"dped_dpsgd: {steps} DP-SGD steps, q={p.sampling_rate}, z={z:.3f}")
-        model = train_dpsgd(centers.to(ctx.device), contexts.to(ctx.device), mask.to(ctx.device),
-                            counts ** 0.75 / (counts ** 0.75).sum(), dim=p.dim, negatives=p.negative,
+        model = train_dpsgd(tokens.to(ctx.device), lengths.to(ctx.device),
+                            counts ** 0.75 / (counts ** 0.75).sum(), pairs_per_doc=p.pairs_per_doc,
+                            window=p.window, dim=p.dim, negatives=p.negative,
                             noise_multiplier=z, max_grad_norm=p.max_grad_norm,
                             sampling_rate=p.sampling_rate, steps=steps, lr=p.lr,
                             generator=ctx.generator("dped-dpsgd"), clipping=p.clipping,
+                            optimizer=p.optimizer, momentum=p.momentum,
                             validation=tuple(x.to(ctx.device) for x in setup.validation))
         metrics = evaluate(ctx, setup, model, p)
         metrics.update(target_epsilon=p.target_epsilon, noise_multiplier=z, steps=float(steps))

@@ -70,17 +70,17 @@ def test_per_position_norms_would_be_caught():
 
 
 def test_noise_std_on_every_coordinate_is_z_c_over_expected_batch(monkeypatch):
-    """With a zero learning signal (all pairs masked) one step's gradient is pure noise."""
+    """With a zero learning signal (one-word documents: every pair masked) a step is pure noise."""
     n, z, clip, q = 400, 2.0, 0.5, 0.05
     captured = []
 
-    class Spy(torch.optim.Adam):
+    class Spy(torch.optim.SGD):
         def step(self, closure=None):
             captured.append([p.grad.clone() for group in self.param_groups for p in group["params"]])
 
-    monkeypatch.setattr(torch.optim, "Adam", Spy)
-    train_dpsgd(torch.zeros(n, 3, dtype=torch.long), torch.zeros(n, 3, dtype=torch.long),
-                torch.zeros(n, 3), torch.full((200,), 1 / 200), dim=50, negatives=2,
+    monkeypatch.setattr(torch.optim, "SGD", Spy)
+    train_dpsgd(torch.zeros(n, 3, dtype=torch.long), torch.ones(n, dtype=torch.long),
+                torch.full((200,), 1 / 200), pairs_per_doc=3, window=2, dim=50, negatives=2,
                 noise_multiplier=z, max_grad_norm=clip, sampling_rate=q, steps=1, lr=0.1,
                 generator=torch.Generator().manual_seed(0))
     expected = z * clip / round(q * n)
