@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from dpkit_dped.dpsgd import train_dpsgd
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dpsgd_clipping.json"
@@ -40,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     steps = 10 if args.quick else 40
-    sizes = dict(docs=11_000, vocab=3000, dim=100, pairs=32, rate=0.005)
+    sizes = {"docs": 11_000, "vocab": 3000, "dim": 100, "pairs": 32, "rate": 0.005}
     for clipping in ("sparse", "opacus"):  # warm-up: first-call imports and allocations
         seconds_per_step(clipping, 2, **sizes)
     sparse = seconds_per_step("sparse", steps, **sizes)

@@ -12,9 +12,14 @@ import dpkit
 from dpkit.accounting import DpGuarantee, NoGuarantee
 from dpkit.protocols import DefenseResult
 from dpkit.training import attach_curves
-
 from dpkit_dped.aggregation import aggregate, procrustes_align, teacher_votes
-from dpkit_dped.pipeline import evaluate, nonprivate_model, prepare, public_model, teacher_models
+from dpkit_dped.pipeline import (
+    evaluate,
+    nonprivate_model,
+    prepare,
+    public_model,
+    teacher_models,
+)
 from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, plan_noise
 from dpkit_dped.student import train_student
 
@@ -143,7 +148,7 @@ class DpedDefense:
             vocab_size=len(setup.vocab), dim=p.dim, epochs=p.student_epochs, lr=p.student_lr,
             batch_size=p.student_batch, hidden_weight=getattr(p, "hidden_weight", 0.0),
             loss_kind=p.output_loss, generator=ctx.generator("dped-student"),
-            init=reference.vectors if p.student_init == "public" else None,
+            init=reference if p.student_init == "public" else None,
             validation=tuple(x.to(ctx.device) for x in setup.validation))
         metrics = evaluate(ctx, setup, student, p)
         metrics.update(target_epsilon=p.target_epsilon, num_queries=p.num_queries,

@@ -7,10 +7,23 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpkit_dped.corpus import (Vocabulary, build_vocabulary, encode, partition, sentences, shard_of,
-                               skipgram_pairs)
-from dpkit_dped.evaluation import (analogy_accuracy, bag_matrix, pair_spearman, perplexity,
-                                   quintile_similarity, topic_accuracy)
+from dpkit_dped.corpus import (
+    Vocabulary,
+    build_vocabulary,
+    encode,
+    partition,
+    sentences,
+    shard_of,
+    skipgram_pairs,
+)
+from dpkit_dped.evaluation import (
+    analogy_accuracy,
+    bag_matrix,
+    pair_spearman,
+    perplexity,
+    quintile_similarity,
+    topic_accuracy,
+)
 from dpkit_dped.skipgram import WordModel, cache_key, cached_models, train_gensim
 from dpkit_dped.sources import all_analogy_questions, load_benchmark, texts_of
 
@@ -72,8 +85,8 @@ def prepare(ctx, p) -> Setup:
 
 def gensim_kwargs(p, ctx, stream: str) -> dict:
     """Skip-gram hyper-parameters shared by teachers, the non-private and the public model."""
-    return dict(dim=p.dim, window=p.window, epochs=p.epochs, negative=p.negative,
-                seed=ctx.numpy_seed(stream) % (2**31), workers=p.workers)
+    return {"dim": p.dim, "window": p.window, "epochs": p.epochs, "negative": p.negative,
+            "seed": ctx.numpy_seed(stream) % (2**31), "workers": p.workers}
 
 
 def training_settings(p) -> tuple:

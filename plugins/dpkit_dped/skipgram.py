@@ -5,16 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
 from dpkit.training import TrainingCurve
-
 from dpkit_dped.corpus import Vocabulary
 
 

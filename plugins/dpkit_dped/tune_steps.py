@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 import torch
-from dpkit.accounting import calibrate_noise, dpsgd_event
 
+from dpkit.accounting import calibrate_noise, dpsgd_event
 from dpkit_dped.corpus import build_vocabulary, document_tensor, encode, skipgram_pairs
 from dpkit_dped.dpsgd import train_dpsgd
 from dpkit_dped.evaluation import perplexity
@@ -64,7 +64,7 @@ def choose_steps(args) -> dict[float, int]:
     for eps in args.epsilons:
         best, previous = None, math.inf
         for steps in sorted(args.candidates):
-            z = calibrate_noise(lambda s: dpsgd_event(s, args.sampling_rate, steps), eps,
+            z = calibrate_noise(lambda s, t=steps: dpsgd_event(s, args.sampling_rate, t), eps,
                                 args.delta, "rdp")
             started = time.perf_counter()
             loss, ok = pilot_loss(tokens, lengths, counts / counts.sum(), validation, z=z,

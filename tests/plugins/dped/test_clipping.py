@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from opacus import GradSampleModule
-
 from dpkit_dped.clipping import clip_factors
-from dpkit_dped.dpsgd import SkipGramNS, opacus_clipped_sum, sparse_clipped_sum, train_dpsgd
+from dpkit_dped.dpsgd import (
+    SkipGramNS,
+    opacus_clipped_sum,
+    sparse_clipped_sum,
+    train_dpsgd,
+)
+from opacus import GradSampleModule
 
 VOCAB, DIM, PAIRS, NEG = 12, 5, 6, 3
 

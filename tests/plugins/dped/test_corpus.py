@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from dpkit_dped.corpus import (build_vocabulary, document_tensor, draw_pairs, encode, partition,
-                               skipgram_pairs, tokenize)
-from dpkit_dped.pipeline import prepare, teacher_models
+from dpkit_dped.corpus import (
+    build_vocabulary,
+    document_tensor,
+    draw_pairs,
+    encode,
+    partition,
+    skipgram_pairs,
+    tokenize,
+)
 from dpkit_dped.defenses import DpedDefense
+from dpkit_dped.pipeline import prepare, teacher_models
+
 from dpkit.data.types import TextDataset, TextSplit
 
 from .conftest import TEACHER, make_texts, tiny_dataset

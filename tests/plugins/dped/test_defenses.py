@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from dpkit_dped.defenses import DpedNonPrivate, DpedPublic
+from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 from opacus.accountants import RDPAccountant
 
 import dpkit.plugins
 from dpkit.accounting import Ledger
 from dpkit.context import RunContext
-from dpkit_dped.defenses import DpedNonPrivate, DpedPublic
-from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 
 from .conftest import SMALL
 
