@@ -89,9 +89,12 @@ def gensim_kwargs(p, ctx, stream: str) -> dict:
             "seed": ctx.numpy_seed(stream) % (2**31), "workers": p.workers}
 
 
+CURVE_FORMAT = 2  # bump when what a cached model's training curve records changes
+
+
 def training_settings(p) -> tuple:
     """Everything besides the data that determines a gensim model (part of every cache key)."""
-    return (p.dim, p.epochs, p.negative, p.workers)
+    return (p.dim, p.epochs, p.negative, p.workers, CURVE_FORMAT)
 
 
 def single_model(ctx, setup: Setup, p, which: str, texts: list[str]) -> WordModel:

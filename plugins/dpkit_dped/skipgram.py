@@ -70,42 +70,41 @@ def validation_loss(vectors: np.ndarray, out_vectors: np.ndarray, pairs, chunk: 
 
 def train_gensim(sents: list[list[str]], vocab: Vocabulary, *, dim: int, window: int, epochs: int,
                  negative: int, seed: int, workers: int = 1, validation=None,
-                 component: str = "skip-gram") -> WordModel:
+                 component: str = "skip-gram", probe_pairs: int = 5000) -> WordModel:
     """Skip-gram with negative sampling (gensim, in C) on ``sents``, vocabulary fixed to ``vocab``.
 
     The vocabulary and its subsampling counts come from the public corpus, so nothing about the
     vocabulary depends on the private sentences; words never seen keep their seeded initial vectors.
     With ``workers=1`` the result depends only on ``seed`` (gensim's threads race otherwise).
-    The returned model carries its per-epoch curve: training loss per word (gensim's negative-
-    sampling loss) and, when ``validation`` (center, context) id pairs are given, their mean
-    full-softmax cross-entropy.
+    The returned model carries its per-epoch curve: the mean full-softmax cross-entropy of up to
+    ``probe_pairs`` (center, context) pairs drawn from ``sents`` (training loss; gensim's own loss
+    counter is cumulative float32 and unreliable) and of the ``validation`` id pairs when given.
     """
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
 
-    order = None
+    from dpkit_dped.corpus import skipgram_pairs
+
     curve = TrainingCurve(component)
     total = sum(len(s) for s in sents)
-
-    class Record(CallbackAny2Vec):
-        def __init__(self):
-            self.seen = 0.0
-
-        def on_epoch_end(self, model):
-            loss = model.get_latest_training_loss()
-            val = math.nan
-            if validation is not None:
-                val = validation_loss(model.wv.vectors[order], model.syn1neg[order], validation)
-            curve.add(len(curve.steps) + 1, (loss - self.seen) / max(total, 1), val)
-            self.seen = loss
-
+    index = vocab.index
+    docs = [np.array([index[w] for w in s], dtype=np.int64) for s in sents]
+    probe = (skipgram_pairs(docs, window, probe_pairs, np.random.default_rng(seed))
+             if any(len(d) > 1 for d in docs) else None)
     model = Word2Vec(vector_size=dim, window=window, sg=1, negative=negative, min_count=1,
                      seed=seed, workers=workers, epochs=epochs, hashfxn=stable_hash)
     model.build_vocab_from_freq(vocab.frequencies())
     order = [model.wv.key_to_index[w] for w in vocab.words]
-    if total:
+
+    class Record(CallbackAny2Vec):
+        def on_epoch_end(self, model):
+            vec, out = model.wv.vectors[order], model.syn1neg[order]
+            curve.add(len(curve.steps) + 1, validation_loss(vec, out, probe),
+                      math.nan if validation is None else validation_loss(vec, out, validation))
+
+    if total and probe is not None:
         model.train(sents, total_examples=len(sents), total_words=total, epochs=epochs,
-                    compute_loss=True, callbacks=[Record()])
+                    callbacks=[Record()])
     vectors = torch.from_numpy(np.ascontiguousarray(model.wv.vectors[order], dtype=np.float32))
     out = torch.from_numpy(np.ascontiguousarray(model.syn1neg[order], dtype=np.float32))
     return WordModel(vectors, out, curve=curve)
