@@ -127,8 +127,10 @@ def train_dpsgd(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Te
                                 generator=generator)[:x.numel() * negatives]
         sums, _, losses = clipped(c, torch.cat([x.unsqueeze(-1), neg.view(*x.shape, negatives)], -1), m)
         for p, total in zip(params, sums):  # an empty batch still releases the noise
-            noise = torch.randn(p.shape, generator=generator, device=dev)
-            p.grad = (total + noise_multiplier * max_grad_norm * noise) / expected
+            if noise_multiplier > 0:
+                total = total + noise_multiplier * max_grad_norm * torch.randn(
+                    p.shape, generator=generator, device=dev)
+            p.grad = total / expected
         opt.step()
         seen, loss_sum = seen + float(m.sum()), loss_sum + float(losses.sum())
         if opacus_accountant is not None:
