@@ -118,7 +118,7 @@ def train_dpsgd(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Te
     else:
         raise ValueError(f"clipping must be 'sparse' or 'opacus', got {clipping!r}")
     curve, interval = TrainingCurve("DP-SGD skip-gram", unit="step"), max(1, steps // curve_points)
-    seen, loss_sum = 0, 0.0
+    seen, loss_sum = 0.0, 0.0
     for step in range(1, steps + 1):
         batch = (torch.rand(n, generator=generator, device=dev) < sampling_rate).nonzero().squeeze(1)
         c, x, m = draw_pairs(tokens[batch].to(dev), lengths[batch].to(dev), pairs_per_doc, window,
@@ -140,7 +140,7 @@ def train_dpsgd(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Te
             if validation is not None:
                 val = math.log(perplexity(model.word_model(), *validation))
             curve.add(step, loss_sum / max(seen, 1), val)
-            seen, loss_sum = 0, 0.0
+            seen, loss_sum = 0.0, 0.0
     trained = model.word_model()
     trained.curve = curve
     return trained
