@@ -81,8 +81,11 @@ def fmt(x: float) -> str:
 def headline_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
     """Markdown lines: metric per method and ε, crossover, convergence."""
     groups = grouped(rows, metric)
-    floor = statistics.fmean(r["metrics"][metric] for cells in groups.get(FLOOR, {}).values()
-                             for r in cells)
+    floor_rows = [r for cells in groups.get(FLOOR, {}).values() for r in cells]
+    if not floor_rows:
+        raise ValueError(f"no finished {FLOOR!r} cell with {metric!r} in these results; run the "
+                         "dped_public baseline (labelled 'public only') to get the floor")
+    floor = statistics.fmean(r["metrics"][metric] for r in floor_rows)
     epsilons = sorted({e for cells in groups.values() for e in cells if math.isfinite(e)})
     columns = " | ".join(f"ε={fmt(e)}" for e in epsilons)
     lines = [f"| method | {columns} | crossover ε | not converged |",

@@ -45,3 +45,10 @@ def test_tables_from_a_results_file(tmp_path):
     diffs = paired_differences(rows, "DPED, 300 queries", "DP-SGD")
     assert diffs[2].startswith("| 1 | 5,030 | 2,600 | 2,430 | 3 | no |")
     assert diffs[4].startswith("| 64 | 1,730 | 1,800 | -70 | 3 | yes |")
+
+
+def test_a_run_without_the_floor_says_what_to_run():
+    import pytest
+
+    with pytest.raises(ValueError, match="dped_public"):
+        headline_table([r for r in ROWS if r["method"] != "public only"])
