@@ -75,6 +75,8 @@ def fmt(x: float) -> str:
     """A number for a table."""
     if not math.isfinite(x):
         return str(x)
+    if abs(x) >= 1e6:
+        return f"{x:.1e}"
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
