@@ -14,19 +14,19 @@ import time
 from pathlib import Path
 
 import torch
-from dpkit_dped.dpsgd import train_dpsgd
+from dpkit_dped.dpsgd import train_dpsgd_documents
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dpsgd_clipping.json"
 
 
 def seconds_per_step(clipping: str, steps: int, *, docs: int, vocab: int, dim: int,
                      pairs: int, rate: float) -> float:
-    """Wall seconds per DP-SGD step of ``train_dpsgd`` with the given clipping path."""
+    """Wall seconds per DP-SGD step of ``train_dpsgd_documents`` with the given clipping path."""
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, vocab, (docs, 300), generator=gen)
     probs = torch.arange(vocab, 0, -1, dtype=torch.float32) ** 0.75
     started = time.perf_counter()
-    train_dpsgd(tokens, torch.full((docs,), 300), probs / probs.sum(), pairs_per_doc=pairs,
+    train_dpsgd_documents(tokens, torch.full((docs,), 300), probs / probs.sum(), pairs_per_doc=pairs,
                 window=5, dim=dim, negatives=5, noise_multiplier=1.0, max_grad_norm=1.0, sampling_rate=rate,
                 steps=steps, lr=0.005, generator=gen, clipping=clipping, curve_points=1)
     return (time.perf_counter() - started) / steps

@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=1.0, help="fixed seconds of work per cell")
     args = parser.parse_args()
     os.environ["DPKIT_LOAD_PLUGINS"] = ""
-    os.environ["DPKIT_EXTRA_PLUGINS"] = "toy=dpkit.toy"
+    os.environ["DPKIT_EXTRA_PLUGINS"] = "toy=dpkit.testing.toy"
     from dpkit.runner import run_spec
     from dpkit.spec import parse_spec
     import yaml

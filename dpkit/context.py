@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+from dpkit.cache import process_cache
+from dpkit.wire import Wire
 
 if TYPE_CHECKING:
     from dpkit.accounting import Ledger
@@ -38,7 +42,8 @@ def derive_seed(seed: int, *streams: str) -> int:
     return int.from_bytes(h.digest()[:8], "little") >> 1
 
 
-_LOADED: dict[tuple, Any] = {}
+_LOADED = process_cache("dpkit.loaded_components",
+                        "datasets and models loaded by the runner, by (kind, name, params, device)")
 
 
 def load_component(registry: Registry, kind: str, name: str, params: dict,
@@ -47,10 +52,12 @@ def load_component(registry: Registry, kind: str, name: str, params: dict,
     import json
 
     key = (kind, name, json.dumps(params, sort_keys=True, default=str), str(device))
-    if key not in _LOADED:
+
+    def load() -> Any:
         source = registry.build(kind, name, params)
-        _LOADED[key] = source.load() if kind == "dataset" else source.load(device)
-    return _LOADED[key]
+        return source.load() if kind == "dataset" else source.load(device)
+
+    return _LOADED.get_or_build(key, load)
 
 
 def clear_loaded() -> None:
@@ -60,7 +67,11 @@ def clear_loaded() -> None:
 
 @dataclass
 class RunContext:
-    """One cell's inputs: data, model, device, seed, ledger, registry and folders."""
+    """One cell's inputs: data, model, device, seed, ledger, the wire to the server, registry, folders.
+
+    ``wire`` is bound to ``ledger``: every tensor the defense sends to the untrusted side goes
+    through ``ctx.wire.send`` (see :mod:`dpkit.wire`).
+    """
 
     dataset: Any
     model: Any
@@ -73,6 +84,13 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)
     progress: Callable[[str], None] | None = None
     privacy: Any = None
+    wire: Wire = None  # type: ignore[assignment]  # bound to ``ledger`` in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.wire is None:
+            self.wire = Wire(self.ledger)
+        elif self.wire.ledger is not self.ledger:
+            raise ValueError("RunContext.wire must be bound to RunContext.ledger")
 
     def load_dataset(self, name: str, params: dict | None = None) -> Any:
         """Load another registered dataset (e.g. public data for training), cached per process."""

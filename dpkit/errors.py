@@ -4,12 +4,13 @@ Hierarchy::
 
     DpkitError                      base of everything dpkit raises on purpose
     ├── SpecError                   a spec file is unreadable or invalid (CLI exit 2)
-    ├── ComponentNotFoundError      a name is not registered (carries did-you-mean suggestions)
+    ├── ComponentNotFoundError      a name is not registered (did-you-mean; also a KeyError)
     ├── PluginError                 a plug-in failed to load or registered something invalid
     ├── ParamsError                 a component's params failed validation
-    ├── BudgetExceededError         a spend would exceed the ledger's ceiling (nothing recorded)
     ├── AccountingError             a guarantee cannot be composed or queried as asked
+    │   └── BudgetExceededError     a spend would exceed the ledger's ceiling (nothing recorded)
     ├── DataSourceError             an artifact is missing, offline, or fails its hash
+    ├── OutputLockedError           another ``dpkit run`` holds the output folder (CLI exit 2)
     └── AuditError                  an audit cannot be run for this mechanism
 
 Messages follow one pattern: what failed, the offending value, and what to do next.
@@ -67,3 +68,7 @@ class DataSourceError(DpkitError):
 
 class AuditError(DpkitError):
     """An audit cannot be run for this mechanism and these params."""
+
+
+class OutputLockedError(DpkitError):
+    """Another ``dpkit run`` holds the output folder; the message names its pid and host."""

@@ -11,6 +11,8 @@ from typing import Callable
 
 import pluggy
 
+from dpkit.kinds import HOOKS as _KIND_HOOKS
+
 hookspec = pluggy.HookspecMarker("dpkit")
 hookimpl = pluggy.HookimplMarker("dpkit")
 
@@ -42,10 +44,5 @@ def dpkit_register_models(register: Register) -> None:
     """Register :class:`dpkit.protocols.ModelSource` classes: ``register(MyModel)``."""
 
 
-HOOKS: dict[str, str] = {
-    "dpkit_register_mechanisms": "mechanism",
-    "dpkit_register_defenses": "defense",
-    "dpkit_register_attacks": "attack",
-    "dpkit_register_datasets": "dataset",
-    "dpkit_register_models": "model",
-}
+# hook name -> component kind, from the one kinds table (dpkit.kinds)
+HOOKS: dict[str, str] = _KIND_HOOKS

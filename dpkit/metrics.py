@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from scipy.stats import spearmanr
@@ -46,3 +48,15 @@ def mse(x: torch.Tensor, y: torch.Tensor) -> float:
 def mean_cosine(x: torch.Tensor, y: torch.Tensor) -> float:
     """Mean row-wise cosine similarity between ``x`` and ``y`` ``[N, d]``."""
     return float(torch.nn.functional.cosine_similarity(x.float(), y.float(), dim=-1).mean())
+
+
+def mean_over_seeds(values: list[float]) -> float:
+    """Mean of one metric over seeds, independent of order: any NaN (or +∞ with -∞) gives NaN."""
+    if not values:
+        raise ValueError("mean_over_seeds needs at least one value")
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    infinite = {v for v in values if math.isinf(v)}
+    if infinite:
+        return infinite.pop() if len(infinite) == 1 else math.nan
+    return math.fsum(values) / len(values)

@@ -16,8 +16,10 @@ def _pick(preferred: str | None, names: list[str], hints: tuple[str, ...]) -> st
     return None
 
 
-def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path) -> Path | None:
-    """Three panels: utility vs x, privacy vs x, utility vs privacy; one line per method."""
+def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path,
+                  verdicts: list | None = None) -> Path | None:
+    """Three panels: utility vs x, privacy vs x, utility vs privacy; one line per method, error
+    bars for the 95 % interval over seeds, and each claim's verdict marked where it applies."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -34,34 +36,92 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path) -> Path
         by_method.setdefault(r["method"], []).append(r)
     panels = [(x, utility), (x, privacy), (privacy, utility)]
     panels = [p for p in panels if p[0] and p[1]]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    footer = _footer(verdicts or [])
+    height = 4.2 + FOOTER_LINE * len(footer)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), height), squeeze=False)
     for ax, (xm, ym) in zip(axes[0], panels):
+        assert xm and ym  # panels without both axes were dropped above
         for method, rows in by_method.items():
-            pts = sorted(((_value(r, xm, xm == x), r["values"].get(ym)) for r in rows),
-                         key=lambda p: (p[0] is None, p[0] or 0.0))
-            pts = [(a, b) for a, b in pts if b is not None and math.isfinite(b)]
-            if not pts:
-                continue
-            if all(a is None for a, _ in pts):
-                if len(pts) > 1:  # several values and no x to place them at: nothing honest to draw
-                    continue
-                ax.axhline(pts[0][1], linestyle="--", linewidth=1, label=method,
-                           color=ax._get_lines.get_next_color())
-                continue
-            pts = [(a, b) for a, b in pts if a is not None]
-            ax.plot([a for a, _ in pts], [b for _, b in pts], marker="o", label=method)
+            _draw_method(ax, method, rows, xm, ym, xm == x)
         xs = [v for r in agg if (v := _value(r, xm, xm == x))]
         if xm == x and xs and min(xs) > 0 and max(xs) / min(xs) > 20:
             ax.set_xscale("log")
+        _mark_claims(ax, verdicts or [], xm, ym)
         ax.set_xlabel(xm)
         ax.set_ylabel(ym)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"{spec.name}: privacy–utility")
-    fig.tight_layout()
+    fig.suptitle(f"{spec.name}: privacy–utility (bars: 95 % CI over seeds)")
+    fig.tight_layout(rect=(0, FOOTER_LINE * len(footer) / height, 1, 1))
+    for i, (text, colour) in enumerate(footer):
+        fig.text(0.01, (FOOTER_LINE * (len(footer) - i) - 0.2) / height, text, fontsize=8,
+                 color=colour)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _draw_method(ax, method: str, rows: list[dict], xm: str, ym: str, sweep_axis: bool) -> None:
+    pts = sorted(((_value(r, xm, sweep_axis), r["values"].get(ym), r) for r in rows),
+                 key=lambda p: (p[0] is None, p[0] or 0.0))
+    pts = [(a, b, r) for a, b, r in pts if b is not None and math.isfinite(b)]
+    if not pts:
+        return
+    if all(a is None for a, _, _ in pts):
+        if len(pts) > 1:  # several values and no x to place them at: nothing honest to draw
+            return
+        colour = ax._get_lines.get_next_color()
+        ax.axhline(pts[0][1], linestyle="--", linewidth=1, label=method, color=colour)
+        low, high = _interval(pts[0][2], ym)
+        if high > low:
+            ax.axhspan(low, high, color=colour, alpha=0.12, linewidth=0)
+        return
+    placed = [(float(a), b, r) for a, b, r in pts if a is not None]
+    yerr = _errors([(b, _interval(r, ym)) for _, b, r in placed])
+    xerr = None if sweep_axis else _errors([(a, _interval(r, xm)) for a, _, r in placed])
+    ax.errorbar([a for a, _, _ in placed], [b for _, b, _ in placed], yerr=yerr, xerr=xerr,
+                marker="o", capsize=3, label=method)
+
+
+def _errors(centred: list[tuple[float, tuple[float, float]]]) -> list[list[float]]:
+    """matplotlib's [[below], [above]] error lengths from (value, (low, high)) pairs."""
+    return [[max(v - lo, 0.0) for v, (lo, _) in centred], [max(hi - v, 0.0) for v, (_, hi) in centred]]
+
+
+def _interval(row: dict, name: str) -> tuple[float, float]:
+    """The 95 % interval of a metric over seeds; the mean itself where there is none."""
+    stat = row.get("stats", {}).get(name)
+    mean = row["values"].get(name)
+    if stat is None or not (math.isfinite(stat.ci_low) and math.isfinite(stat.ci_high)):
+        return (mean, mean) if mean is not None else (math.nan, math.nan)
+    return stat.ci_low, stat.ci_high
+
+
+FOOTER_LINE = 0.25  # inches per verdict line under the panels
+COLOURS = {"holds": "tab:green", "refuted": "tab:red", "undecided": "tab:gray"}
+
+
+def _mark_claims(ax, verdicts: list, xm: str, ym: str) -> None:
+    """Each claim's verdict symbol at its compared points, on the panel showing its metric."""
+    from dpkit.evidence.verdict import MARKS
+
+    for i, result in enumerate(verdicts, 1):
+        c = result.spec
+        axis = c.get("privacy") if c.get("at") == "matched" else c.get("over")
+        if c.get("metric") != ym or axis != xm:
+            continue
+        for p in result.points:
+            if isinstance(p.at, float) and math.isfinite(p.a_mean):
+                ax.annotate(f"{MARKS[result.verdict]}{i}", (p.at, p.a_mean), fontsize=9,
+                            color=COLOURS[result.verdict], xytext=(4, 6),
+                            textcoords="offset points", fontweight="bold")
+
+
+def _footer(verdicts: list) -> list[tuple[str, str]]:
+    from dpkit.evidence.verdict import MARKS
+
+    return [(f"{MARKS[r.verdict]}{i} {r.verdict}: {r.claim}"[:160], COLOURS[r.verdict])
+            for i, r in enumerate(verdicts, 1)]
 
 
 def _value(row: dict, name: str | None, sweep_axis: bool = False) -> float | None:

@@ -2,9 +2,13 @@
 
 ``DPKIT_LOAD_PLUGINS=a,b`` loads only those entry points (by entry-point name; an empty value
 loads none); ``DPKIT_DISABLED_PLUGINS=a,b`` skips those; ``DPKIT_EXTRA_PLUGINS=name=module,...``
-also loads modules that are not installed as entry points (handy in tests and worker processes). A plug-in that fails to import, defines a
-hook dpkit does not know, raises inside a hook or registers an invalid component is recorded under
-its name (see :func:`plugin_errors`), warned about, and the other plug-ins keep working.
+also loads modules that are not installed as entry points (handy in tests and worker processes).
+
+Hook implementations are found the way pytest finds them: only functions marked with
+:data:`dpkit.hookimpl` count, and pluggy's ``check_pending`` rejects a marked function whose name is
+no dpkit hook. A plug-in that fails to import, marks an unknown hook, raises inside a hook or
+registers an invalid component is recorded under its name (see :func:`plugin_errors`), warned
+about once per process, and the other plug-ins keep working.
 """
 
 from __future__ import annotations
@@ -33,7 +37,13 @@ class PluginInfo:
     module: str
     version: str | None = None
     distribution: str | None = None
-    errors: list[str] = field(default_factory=list)
+    load_errors: list[str] = field(default_factory=list)
+    build_errors: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[str]:
+        """Why the plug-in is broken: load errors, then errors of the latest registry build."""
+        return [*self.load_errors, *self.build_errors]
 
 
 class PluginSystem:
@@ -44,6 +54,7 @@ class PluginSystem:
         self.pm.add_hookspecs(hookspecs)
         self.info: dict[str, PluginInfo] = {}
         self._registry: Registry | None = None
+        self._warned: set[tuple[str, str]] = set()
 
     def load_entry_points(self) -> None:
         """Import every enabled entry point of group ``dpkit``; failures are recorded."""
@@ -59,7 +70,7 @@ class PluginSystem:
             try:
                 module = ep.load()
             except Exception as exc:  # a broken plug-in must not take the others down
-                info.errors.append(f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}")
+                info.load_errors.append(f"import of {ep.value!r} failed: {type(exc).__name__}: {exc}")
                 continue
             self.add(module, ep.name, info)
         self.load_extra(os.environ.get("DPKIT_EXTRA_PLUGINS", ""))
@@ -76,18 +87,20 @@ class PluginSystem:
             try:
                 self.add(importlib.import_module(module), name, info)
             except Exception as exc:
-                info.errors.append(f"import of {module!r} failed: {type(exc).__name__}: {exc}")
+                info.load_errors.append(f"import of {module!r} failed: {type(exc).__name__}: {exc}")
 
     def add(self, plugin: object, name: str, info: PluginInfo | None = None) -> None:
         """Register a plug-in object or module under ``name`` (also used for tests)."""
         info = info or PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))
         self.info[name] = info
-        unknown = _unknown_hooks(plugin)
-        if unknown:
-            info.errors.extend(unknown)
-            return
-        self.pm.register(plugin, name=name)
         self._registry = None
+        try:
+            self.pm.register(plugin, name=name)
+            self.pm.check_pending()  # a marked hook implementation no dpkit hook specifies
+        except pluggy.PluginValidationError as exc:
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin, name=name)
+            info.load_errors.append(_explain(exc))
 
     def remove(self, name: str) -> None:
         """Unregister plug-in ``name``."""
@@ -106,6 +119,8 @@ class PluginSystem:
 
     def _build_registry(self) -> Registry:
         registry = Registry()
+        for info in self.info.values():
+            info.build_errors = []
         for hook_name, kind in hookspecs.HOOKS.items():
             for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                 info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
@@ -114,16 +129,18 @@ class PluginSystem:
                     try:
                         registry.add(_kind, cls, _info.name)
                     except PluginError as exc:
-                        _info.errors.append(str(exc))
+                        _info.build_errors.append(str(exc))
 
                 try:
                     impl.function(register=register)
                 except Exception as exc:
-                    info.errors.append(f"hook {hook_name} raised {type(exc).__name__}: {exc}")
+                    info.build_errors.append(f"hook {hook_name} raised {type(exc).__name__}: {exc}")
         for info in self.info.values():
             for err in info.errors:
                 registry.errors.setdefault(info.name, []).append(err)
-                warnings.warn(f"dpkit plug-in {info.name!r} is broken: {err}", stacklevel=2)
+                if (info.name, err) not in self._warned:  # once per process, not per rebuild
+                    self._warned.add((info.name, err))
+                    warnings.warn(f"dpkit plug-in {info.name!r} is broken: {err}", stacklevel=2)
         return registry
 
 
@@ -134,18 +151,16 @@ def _env_names(var: str) -> set[str] | None:
     return {p.strip() for p in raw.split(",") if p.strip()}
 
 
-def _unknown_hooks(plugin: object) -> list[str]:
-    """Hook implementations on ``plugin`` whose names are not dpkit hooks."""
-    problems = []
+def _explain(exc: pluggy.PluginValidationError) -> str:
+    """pluggy's validation error, with a did-you-mean for a misspelt hook name."""
+    message = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     known = list(hookspecs.HOOKS)
-    for attr in dir(plugin):
-        if not attr.startswith("dpkit_"):
-            continue
-        if attr not in hookspecs.HOOKS and callable(getattr(plugin, attr, None)):
-            close = difflib.get_close_matches(attr, known, n=1)
+    for word in message.replace("'", " ").replace('"', " ").split():
+        if word.startswith("dpkit_") and word not in known:
+            close = difflib.get_close_matches(word, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"defines unknown hook {attr!r}{hint}; known hooks: {', '.join(known)}")
-    return problems
+            return f"defines unknown hook {word!r}{hint}; known hooks: {', '.join(known)}"
+    return f"invalid hook implementation: {message}"
 
 
 _SYSTEM: PluginSystem | None = None

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from dpkit.accounting.guarantees import Guarantee
     from dpkit.context import RunContext
     from dpkit.space import EmbeddingSpace
+    from dpkit.wire import Release
 
 
 @runtime_checkable
@@ -62,7 +63,11 @@ class ServerView:
 
 @dataclass
 class DefenseResult:
-    """Outcome of one defense run: metrics, the server's view for attacks, and bytes on the wire."""
+    """Outcome of one defense run: metrics, the server's view for attacks, and bytes on the wire.
+
+    Build ``view`` with ``ctx.wire.view(...)`` and ``wire_bytes`` with ``ctx.wire.summary()``: a
+    view entry that did not cross ``ctx.wire`` is recorded by the runner as ε = ∞.
+    """
 
     metrics: dict[str, float]
     view: ServerView | None = None
@@ -71,7 +76,11 @@ class DefenseResult:
 
 @runtime_checkable
 class Defense(Protocol):
-    """An end-to-end protocol around a model; records its spends on ``ctx.ledger``."""
+    """An end-to-end protocol around a model; everything it sends up crosses ``ctx.wire``.
+
+    Declare releases with :class:`DeclaresReleases` (or ``ctx.wire.declare`` inside ``run``);
+    spends that go straight to ``ctx.ledger`` are allowed for releases that are not tensors.
+    """
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
@@ -117,6 +126,100 @@ class ModelSource(Protocol):
 
     def load(self, device: torch.device) -> Any:
         """Fetch (cached) and return the model on ``device``."""
+
+
+# ------------------------------------------------------------------ optional capabilities
+# Each capability is a named protocol the runner, the planner or the auditor checks with
+# ``isinstance`` (they are runtime-checkable); implement the method to opt in.
+
+
+@runtime_checkable
+class DeclaresReleases(Protocol):
+    """A defense that declares everything it sends before running (required for plan = run).
+
+    The runner calls ``releases(ctx)`` and declares them on ``ctx.wire`` (one ledger spend each)
+    before ``run(ctx)``; ``dpkit budget spec`` calls the same method on the same data, so the
+    planned entries are the run's entries. The instance may keep what it computed (e.g. the
+    tokenized data) for ``run``.
+    """
+
+    def releases(self, ctx: RunContext) -> list[Release]:
+        """Every :class:`dpkit.wire.Release` this run will send up, with counts from ``ctx``."""
+
+
+@runtime_checkable
+class PlansSpends(Protocol):
+    """A component whose spends depend only on its params (e.g. DPED's (ε, δ) per query)."""
+
+    def planned_spends(self, privacy: Any) -> list[tuple[Guarantee, str, int]]:
+        """``(guarantee, label, count)`` spends the run will record, given the spec's privacy."""
+
+
+@runtime_checkable
+class ReleasesVerbatim(Protocol):
+    """A token mechanism that passes some words through unchanged (e.g. stop words)."""
+
+    def verbatim_mask(self, ids: torch.Tensor, space: EmbeddingSpace) -> torch.Tensor:
+        """Boolean mask over ``ids``: True where the word is released verbatim (ε = ∞)."""
+
+
+@runtime_checkable
+class SequenceLevel(Protocol):
+    """A mechanism that must see one whole document per call (its guarantee has unit "sequence")."""
+
+    sequence_level: bool
+
+
+@runtime_checkable
+class FitsCounts(Protocol):
+    """A token mechanism that needs public word counts before running (e.g. CusText's output sets)."""
+
+    def fit_counts(self, counts: torch.Tensor) -> None:
+        """Receive ``[V]`` token counts of the (non-private) training split."""
+
+
+@runtime_checkable
+class AuditableDefense(Protocol):
+    """A defense (or adapter) that inserts canaries into its own run and scores them
+    (``dpkit audit --defense``; see :mod:`dpkit.audit.canary`)."""
+
+    def audit_run(self, ctx: Any, included: Any) -> Any:
+        """Run with the ``included`` canaries inserted; score all of them; claim ε per canary
+        (returns a :class:`dpkit.audit.canary.CanaryRun`)."""
+
+
+@runtime_checkable
+class ExactDensity(Protocol):
+    """An embedding mechanism whose output density is computable (the auditor's exact path)."""
+
+    def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``log p(y | x)`` per row."""
+
+
+@runtime_checkable
+class ExactOutputProbs(Protocol):
+    """A token mechanism whose output law is computable (the auditor's exact path)."""
+
+    def output_log_probs(self, ids: torch.Tensor, space: EmbeddingSpace) -> torch.Tensor:
+        """``[n, V]`` log-probabilities of every output word for each input id."""
+
+
+CAPABILITIES: dict[str, type] = {
+    "audit_run": AuditableDefense,
+    "releases": DeclaresReleases,
+    "planned_spends": PlansSpends,
+    "verbatim": ReleasesVerbatim,
+    "sequence_level": SequenceLevel,
+    "fit_counts": FitsCounts,
+    "exact_density": ExactDensity,
+    "exact_output_probs": ExactOutputProbs,
+}
+"""Optional capabilities by name: what a component may implement beyond its kind's protocol."""
+
+
+def is_sequence_level(mechanism: Any) -> bool:
+    """True for a mechanism that declares ``sequence_level = True``."""
+    return bool(getattr(mechanism, "sequence_level", False))
 
 
 PROTOCOLS: dict[str, type] = {

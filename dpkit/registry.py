@@ -9,17 +9,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from dpkit.errors import ComponentNotFoundError, ParamsError, PluginError
-from dpkit.protocols import PROTOCOLS
-
-KINDS = tuple(PROTOCOLS)
-
-_REQUIRED_METHODS = {
-    "mechanism": ("guarantee", "privatize"),
-    "defense": ("run",),
-    "attack": ("run",),
-    "dataset": ("load",),
-    "model": ("load",),
-}
+from dpkit.kinds import BY_NAME, KINDS
 
 
 @dataclass
@@ -115,7 +105,7 @@ def component_problem(kind: str, cls: object) -> str | None:
         return f"{name}: class attribute 'Params' must be a pydantic BaseModel subclass"
     if params.model_config.get("extra") != "forbid":
         return f"{name}: Params must set extra='forbid' (subclass dpkit.Params)"
-    for method in _REQUIRED_METHODS[kind]:
+    for method in BY_NAME[kind].methods:
         if not callable(getattr(cls, method, None)):
             return f"{name}: a {kind} must define method {method}()"
     if kind == "mechanism" and getattr(cls, "domain", None) not in ("embedding", "token", "table"):

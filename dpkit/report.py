@@ -1,4 +1,6 @@
-"""Reports of a run: terminal table (tabulate), results.csv, ledger.json and a PNG plot."""
+"""Reports of a run: terminal table (tabulate), results.csv (mean, sd, 95 % CI per metric),
+cells.csv, ledger.json, claims.json, spec.json and a PNG plot; all derived from the rows alone,
+so ``dpkit report`` re-renders them without running a cell."""
 
 from __future__ import annotations
 
@@ -7,17 +9,23 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
-from statistics import mean
 
 from tabulate import tabulate
 
-PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "k_achieved", "anonymity_epsilon")
-PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta_per_token": "ledger η/token", "k_achieved": "achieved k",
+from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
+
+PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
+                   "anonymity_epsilon")
+STATS = ("mean", "sd", "ci_low", "ci_high", "n")
+PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta_per_token": "ledger η/token",
+                   "eta_per_sequence": "ledger η/sequence", "k_achieved": "achieved k",
                    "anonymity_epsilon": "anonymity ε"}
+UNCOVERED_HEADER = "ε = ∞ because"
 
 
 def aggregate(rows: list[dict]) -> list[dict]:
-    """Rows averaged over seeds: one per (method, sweep point), metrics as means."""
+    """Rows summarized over seeds: one per (method, sweep point), with ``values`` (means) and
+    ``stats`` (:class:`dpkit.evidence.Summary`: mean, sd, Student-t 95 % interval, n)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         groups[(row["method"], json.dumps(row["point"], sort_keys=True, default=str))].append(row)
@@ -26,11 +34,32 @@ def aggregate(rows: list[dict]) -> list[dict]:
         metrics = defaultdict(list)
         for m in members:
             for k, v in {**m["metrics"], **_privacy_numbers(m)}.items():
-                metrics[k].append(v)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    metrics[k].append(float(v))
+        stats = {k: summarize(v) for k, v in metrics.items()}
         out.append({"method": method, "point": members[0]["point"], "seeds": len(members),
-                    "values": {k: mean(v) if all(math.isfinite(x) for x in v) else max(v)
-                               for k, v in metrics.items()}})
+                    "values": {k: s.mean for k, s in stats.items()}, "stats": stats,
+                    "uncovered": sorted({r for m in members for r in uncovered_reasons(m)})})
     return out
+
+
+def uncovered_reasons(row: dict) -> list[str]:
+    """The reasons of a cell's ε = ∞ entries (what crossed the wire without a guarantee)."""
+    return list(row.get("ledger", {}).get("no_guarantee_reasons", []))
+
+
+def short_reason(reason: str) -> str:
+    """A table-sized name for a reason: the tensor it names (``gradients: …``), else its start."""
+    head, sep, _ = reason.partition(":")
+    if sep and len(head) <= 32:
+        return head
+    return reason if len(reason) <= 40 else reason[:39] + "…"
+
+
+def _uncovered_legend(agg: list[dict]) -> str:
+    reasons = sorted({r for row in agg for r in row["uncovered"]})
+    return "\n".join(["Not covered by any guarantee (each makes the cell's ε = ∞):",
+                      *[f"  - {r}" for r in reasons]]) if reasons else ""
 
 
 def _privacy_numbers(row: dict) -> dict[str, float]:
@@ -46,17 +75,35 @@ def metric_columns(rows: list[dict], report) -> list[str]:
 
 
 def render_table(spec, rows: list[dict]) -> str:
-    """The results table printed at the end of a run."""
+    """The results table (mean ± 95 % half-width over seeds), then the claims' verdicts."""
     if not rows:
         return "(no finished cells)"
     agg = aggregate(rows)
     sweep_keys = sorted({k for r in agg for k in r["point"]})
     metrics = metric_columns(rows, spec.report)
     privacy = [c for c in PRIVACY_COLUMNS if any(c in r["values"] for r in agg)]
-    headers = ["method", *sweep_keys, *metrics, *(PRIVACY_HEADERS[c] for c in privacy)]
-    body = [[r["method"], *[r["point"].get(k, "") for k in sweep_keys],
-             *[_fmt(r["values"].get(m)) for m in metrics + privacy]] for r in agg]
-    return tabulate(body, headers=headers, tablefmt="github")
+    uncovered = any(r["uncovered"] for r in agg)
+    headers = ["method", *sweep_keys, "seeds", *metrics, *(PRIVACY_HEADERS[c] for c in privacy),
+               *([UNCOVERED_HEADER] if uncovered else [])]
+    body = [[r["method"], *[r["point"].get(k, "") for k in sweep_keys], r["seeds"],
+             *[_fmt_stat(r["stats"].get(m)) for m in metrics + privacy],
+             *([", ".join(dict.fromkeys(short_reason(x) for x in r["uncovered"]))]
+               if uncovered else [])] for r in agg]
+    table = tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+    spread = any(s.n > 1 for r in agg for s in r["stats"].values())
+    note = "\n(± is the half-width of the 95 % Student-t interval over seeds)" if spread else ""
+    legend = _uncovered_legend(agg)
+    note += f"\n\n{legend}" if legend else ""
+    verdicts = format_verdicts(evaluate_all(spec, rows))
+    return table + note + (f"\n\n{verdicts}" if verdicts else "")
+
+
+def _fmt_stat(stat) -> str:
+    if stat is None:
+        return ""
+    if stat.n > 1 and math.isfinite(stat.half_width):
+        return f"{_fmt(stat.mean)} ± {stat.half_width:.2g}"
+    return _fmt(stat.mean)
 
 
 def _fmt(value) -> str:
@@ -69,8 +116,28 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    """One line per finished cell with flattened point, metrics and privacy numbers."""
+def write_summary_csv(rows: list[dict], path: Path) -> None:
+    """results.csv: one line per (method, sweep point), each metric as mean, sd, ci_low,
+    ci_high and n (95 % Student-t interval over seeds)."""
+    agg = aggregate(rows)
+    points = sorted({k for r in agg for k in r["point"]})
+    names = sorted({k for r in agg for k in r["stats"]})
+    header = ["method", *points, "seeds", *[f"{m}.{s}" for m in names for s in STATS],
+              "not_covered"]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for r in agg:
+            cells = []
+            for m in names:
+                stat = r["stats"].get(m)
+                cells += [getattr(stat, s) for s in STATS] if stat else [""] * len(STATS)
+            writer.writerow([r["method"], *[r["point"].get(p, "") for p in points], r["seeds"],
+                             *cells, "; ".join(r["uncovered"])])
+
+
+def write_cells_csv(rows: list[dict], path: Path) -> None:
+    """cells.csv: one line per finished cell with flattened point, metrics and privacy numbers."""
     points = sorted({k for r in rows for k in r["point"]})
     metrics = sorted({k for r in rows for k in r["metrics"]})
     privacy = sorted({k for r in rows for k, v in r.get("privacy", {}).items()
@@ -99,14 +166,24 @@ def write_ledger(rows: list[dict], path: Path) -> None:
 
 
 def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
-    """results.csv, ledger.json and the plot for the finished rows (relabelled from cells)."""
+    """results.csv (summary), cells.csv, ledger.json, claims.json, spec.json and the plot for the
+    finished rows (relabelled from ``cells`` when given)."""
     if not rows:
         return
     labels = {c.key: c.method for c in cells}
     rows[:] = [{**r, "method": labels.get(r["key"], r["method"])} for r in rows]
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(rows, out / "results.csv")
+    write_summary_csv(rows, out / "results.csv")
+    write_cells_csv(rows, out / "cells.csv")
     write_ledger(rows, out / "ledger.json")
+    (out / "spec.json").write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n",
+                                   encoding="utf-8")
+    verdicts = evaluate_all(spec, rows)
+    if verdicts:
+        write_claims(verdicts, out / "claims.json")
+    else:
+        (out / "claims.json").unlink(missing_ok=True)
     from dpkit.plot import plot_tradeoff
 
-    plot_tradeoff(spec, aggregate(rows), metric_columns(rows, spec.report), out / "tradeoff.png")
+    plot_tradeoff(spec, aggregate(rows), metric_columns(rows, spec.report), out / "tradeoff.png",
+                  verdicts)

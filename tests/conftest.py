@@ -12,9 +12,9 @@ import dpkit.plugins
 
 @pytest.fixture
 def toy_plugins(monkeypatch):
-    """Load only ``dpkit.toy`` (no entry points), and restore the real plug-ins afterwards."""
+    """Load only ``dpkit.testing.toy`` (no entry points), and restore the real plug-ins afterwards."""
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
-    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.toy")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
     dpkit.plugins.reset()
     yield dpkit.plugins.get_registry()
     dpkit.plugins.reset()

@@ -5,6 +5,9 @@ from dpkit.accounting.calibration import calibrate_gaussian, calibrate_noise
 from dpkit.accounting.ceiling import Ceiling
 from dpkit.accounting.events import (
     ACCOUNTANTS,
+    NEIGHBORINGS,
+    check_supported,
+    composed_accountant,
     composed_event,
     delta_of,
     dpsgd_event,
@@ -12,6 +15,7 @@ from dpkit.accounting.events import (
     group_events,
     make_accountant,
     rdp_curve,
+    supports,
 )
 from dpkit.accounting.guarantees import (
     DpGuarantee,
@@ -21,6 +25,7 @@ from dpkit.accounting.guarantees import (
     NoGuarantee,
 )
 from dpkit.accounting.ledger import Ledger, Spend
+from dpkit.accounting.pure import ApproxDpEvent, PureDpEvent, pure_dp_rdp
 from dpkit.accounting.rules import (
     K_COMPOSITION_NOTE,
     KAnonymityTotal,
@@ -39,22 +44,27 @@ from dpkit.errors import AccountingError, BudgetExceededError
 
 __all__ = [
     "ACCOUNTANTS",
+    "K_COMPOSITION_NOTE",
+    "NEIGHBORINGS",
     "AccountingError",
+    "ApproxDpEvent",
     "BudgetExceededError",
     "Ceiling",
     "DpGuarantee",
     "Guarantee",
     "KAnonymityGuarantee",
     "KAnonymityTotal",
-    "K_COMPOSITION_NOTE",
     "Ledger",
     "MetricDpGuarantee",
     "NoGuarantee",
+    "PureDpEvent",
     "Spend",
     "calibrate_gaussian",
     "calibrate_noise",
+    "check_supported",
     "compose_k_anonymity",
     "compose_metric",
+    "composed_accountant",
     "composed_event",
     "delta_of",
     "document_epsilon",
@@ -67,6 +77,8 @@ __all__ = [
     "guarantee_to_dict",
     "guarantees",
     "make_accountant",
+    "pure_dp_rdp",
     "rdp_curve",
+    "supports",
     "table_diameter",
 ]

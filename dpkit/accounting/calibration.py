@@ -7,7 +7,7 @@ most the target. The classical σ = Δ·√(2 ln(1.25/δ))/ε is not used (it on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import dp_accounting
 
@@ -47,23 +47,36 @@ def _bracket(epsilon: Callable[[float], float], target: float, start: float,
 
 
 def calibrate_noise(make_event: Callable[[float], dp_accounting.DpEvent], target_epsilon: float,
-                    delta: float, accountant: str = "rdp", *, tol: float = 1e-6) -> float:
-    """Smallest σ (up to ``tol``) whose event ``make_event(σ)`` has ε ≤ ``target_epsilon`` at δ."""
+                    delta: float, accountant: str = "rdp", *, tol: float = 1e-6,
+                    orders: Sequence[float] | None = None, neighboring: str = "add_remove",
+                    discretization: float | None = None) -> float:
+    """Smallest σ (up to ``tol``) whose event ``make_event(σ)`` has ε ≤ ``target_epsilon`` at δ.
+
+    ``orders`` (RDP), ``discretization`` (PLD) and ``neighboring`` are those of the ledger the
+    noise will be charged to, so the σ found is the one that ledger accepts.
+    """
     _check_target(target_epsilon, delta)
     ev.check_accountant(accountant)
+    settings = {"neighboring": neighboring, "discretization": discretization}
+
+    def fresh() -> dp_accounting.PrivacyAccountant:
+        return ev.make_accountant(accountant, orders, **settings)
 
     def epsilon(sigma: float) -> float:
-        return ev.epsilon_of(make_event(sigma), delta, accountant)
+        return float(fresh().compose(make_event(sigma)).get_epsilon(delta))
 
+    ev.check_supported(make_event(1.0), accountant, orders, neighboring, what="calibration")
     # RDP's ε bounds PLD's from above, so the RDP σ is a safe start for the PLD search.
-    start = 1.0 if accountant == "rdp" else calibrate_noise(make_event, target_epsilon, delta,
-                                                            "rdp", tol=tol)
+    start = 1.0
+    if accountant == "pld" and ev.supports(make_event(1.0), "rdp", neighboring):
+        start = calibrate_noise(make_event, target_epsilon, delta, "rdp", tol=tol,
+                                neighboring=neighboring)
     bracket = _bracket(epsilon, target_epsilon, start, LOWER_SIGMA[accountant])
     if isinstance(bracket, float):
         return bracket
     try:
         sigma = float(dp_accounting.calibrate_dp_mechanism(
-            lambda: ev.make_accountant(accountant), make_event, target_epsilon, delta,
+            fresh, make_event, target_epsilon, delta,
             bracket_interval=dp_accounting.ExplicitBracketInterval(*bracket), tol=tol))
     except ValueError as exc:
         raise AccountingError(f"could not calibrate σ for ε={target_epsilon:g}, δ={delta:g} "
@@ -79,11 +92,14 @@ def calibrate_noise(make_event: Callable[[float], dp_accounting.DpEvent], target
 
 
 def calibrate_gaussian(target_epsilon: float, delta: float, *, sampling_rate: float = 1.0,
-                       steps: int = 1, sensitivity: float = 1.0, accountant: str = "rdp") -> float:
+                       steps: int = 1, sensitivity: float = 1.0, accountant: str = "rdp",
+                       orders: Sequence[float] | None = None,
+                       discretization: float | None = None) -> float:
     """Noise std for ``steps`` (Poisson-subsampled) Gaussian releases of L2 ``sensitivity``."""
     if not (sensitivity > 0 and math.isfinite(sensitivity)):
         raise AccountingError(f"sensitivity must be a positive finite number, got {sensitivity!r}")
     ev.dpsgd_event(1.0, sampling_rate, steps)  # validates rate and steps with clear messages
     multiplier = calibrate_noise(lambda s: ev.dpsgd_event(s, sampling_rate, steps),
-                                 target_epsilon, delta, accountant)
+                                 target_epsilon, delta, accountant, orders=orders,
+                                 discretization=discretization)
     return multiplier * sensitivity

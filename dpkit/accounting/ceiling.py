@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from dpkit.accounting import events as ev
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     Guarantee,
@@ -69,8 +68,8 @@ class Ceiling:
             raise BudgetExceededError(f"{asked} has no valid guarantee, so ε = ∞; a ledger with a "
                                       f"ceiling ({self._caps()}) refuses it; nothing was recorded")
         if isinstance(g, DpGuarantee) and self.epsilon is not None:
-            grouped = ev.composed_event(ledger.dp_groups((g, count)))
-            after = ev.epsilon_of(grouped, ledger.delta_target, ledger.accountant, ledger.orders)
+            acct = ledger.composed_accountant((g, count))
+            after = float(acct.get_epsilon(ledger.delta_target))
             self._refuse_if(after, self.epsilon, ledger.epsilon(), "ε",
                             f"{asked} would bring ε to {after:.6g} at δ={ledger.delta_target:g}")
         elif isinstance(g, MetricDpGuarantee) and self.eta is not None:

@@ -7,17 +7,21 @@ Identical events are grouped into one ``SelfComposedDpEvent`` before composing, 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
+import attr
 import dp_accounting
-from dp_accounting.pld import PLDAccountant
-from dp_accounting.rdp import RdpAccountant
+import numpy as np
 
+from dpkit.accounting.pure import NEIGHBORING, DpkitPLDAccountant, DpkitRdpAccountant
 from dpkit.errors import AccountingError
 
 ACCOUNTANTS = ("rdp", "pld")
 PLD_DISCRETIZATION = 1e-4
 """dp-accounting's default PLD value-discretisation interval (pessimistic rounding)."""
+NEIGHBORINGS = tuple(NEIGHBORING)
+"""Relations a ledger composes under: ``add_remove`` (default), ``replace_one``, ``replace_special``."""
 
 
 def check_accountant(name: str) -> str:
@@ -27,24 +31,74 @@ def check_accountant(name: str) -> str:
     return name
 
 
-def make_accountant(name: str = "rdp", orders: Sequence[float] | None = None
+def check_neighboring(name: str) -> str:
+    """Validate a neighbouring-relation name (``"add_remove"`` or ``"replace_one"``)."""
+    if name not in NEIGHBORING:
+        raise AccountingError(f"unknown neighbouring relation {name!r}; choose one of "
+                              f"{', '.join(NEIGHBORINGS)}")
+    return name
+
+
+def check_discretization(value: float | None) -> float:
+    """Validate a PLD discretisation interval (None: dp-accounting's default 1e-4)."""
+    if value is None:
+        return PLD_DISCRETIZATION
+    if not (isinstance(value, (int, float)) and 0 < value < 1):
+        raise AccountingError(f"PLD discretisation interval must lie in (0, 1), got {value!r}; "
+                              "smaller is tighter and slower (default 1e-4)")
+    return float(value)
+
+
+def make_accountant(name: str = "rdp", orders: Sequence[float] | None = None, *,
+                    neighboring: str = "add_remove", discretization: float | None = None
                     ) -> dp_accounting.PrivacyAccountant:
-    """A fresh dp-accounting accountant: RDP (optionally on custom orders) or PLD."""
+    """A fresh accountant: RDP (optionally on custom orders) or PLD, under a neighbouring relation.
+
+    Both also compose dpkit's :class:`~dpkit.accounting.pure.PureDpEvent` and (PLD only)
+    :class:`~dpkit.accounting.pure.ApproxDpEvent`.
+    """
+    relation = NEIGHBORING[check_neighboring(neighboring)]
     if check_accountant(name) == "rdp":
-        return RdpAccountant(orders=list(orders) if orders is not None else None)
+        if discretization is not None:
+            raise AccountingError("a PLD discretisation interval was given but the accountant is "
+                                  "'rdp'; drop it or use accountant='pld'")
+        return DpkitRdpAccountant(orders=list(orders) if orders is not None else None,
+                                  neighboring_relation=relation)
     if orders is not None:
         raise AccountingError("RDP orders were given but the accountant is 'pld'; drop the orders "
                               "or use accountant='rdp'")
-    return PLDAccountant(value_discretization_interval=PLD_DISCRETIZATION)
+    return DpkitPLDAccountant(neighboring_relation=relation,
+                              value_discretization_interval=check_discretization(discretization))
+
+
+def _exact_form(value: object) -> Hashable:
+    """A hashable form equal for equal values: every array element kept (never a printed form)."""
+    if isinstance(value, dp_accounting.DpEvent):
+        return event_key(value)
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, tuple(value.ravel().tolist()))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_exact_form(v) for v in value))
+    if isinstance(value, Mapping):
+        return ("mapping", tuple(sorted((repr(k), _exact_form(v)) for k, v in value.items())))
+    if isinstance(value, float) and math.isnan(value):
+        return ("nan", id(value))  # NaN equals nothing, so never merges
+    hash(value)
+    return value
 
 
 def event_key(event: dp_accounting.DpEvent) -> Hashable:
-    """A key under which equal events group (the event itself, or its repr if unhashable)."""
+    """A key under which exactly the equal events group: the event, or its fields' exact form."""
     try:
         hash(event)
         return event
-    except TypeError:  # ComposedDpEvent holds a list
-        return repr(event)
+    except TypeError:  # ComposedDpEvent holds a list, MixtureOfGaussiansDpEvent arrays
+        pass
+    try:
+        return (type(event), tuple(_exact_form(getattr(event, f.name))
+                                   for f in attr.fields(type(event))))
+    except TypeError:  # a field with no exact hashable form: never merge it with another spend
+        return ("ungrouped", id(event))
 
 
 def group_events(spends: Iterable[tuple[dp_accounting.DpEvent, int]]
@@ -68,35 +122,81 @@ def composed_event(grouped: Sequence[tuple[dp_accounting.DpEvent, int]]) -> dp_a
     return parts[0] if len(parts) == 1 else dp_accounting.ComposedDpEvent(parts)
 
 
-def _composed_accountant(event: dp_accounting.DpEvent, accountant: str,
-                         orders: Sequence[float] | None) -> dp_accounting.PrivacyAccountant:
-    acct = make_accountant(accountant, orders)
-    if not acct.supports(event):
-        raise AccountingError(f"the {accountant.upper()} accountant cannot compose {event!r}; "
-                              f"try accountant={'pld' if accountant == 'rdp' else 'rdp'!r} or "
-                              "describe the mechanism with a supported DpEvent")
+def _why_unsupported(event: dp_accounting.DpEvent, name: str, neighboring: str,
+                     orders: Sequence[float] | None) -> str | None:
+    """None if accountant ``name`` composes ``event`` under ``neighboring``, else its reason."""
+    acct = make_accountant(name, orders if name == "rdp" else None, neighboring=neighboring)
+    details = acct._maybe_compose(event, 1, False)  # dp-accounting's own dry run, with a reason
+    if details is None:
+        return None
+    return f"{details.error_message} (at {details.invalid_event!r})"
+
+
+def supports(event: dp_accounting.DpEvent, accountant: str = "rdp",
+             neighboring: str = "add_remove") -> bool:
+    """True if the named accountant composes ``event`` under ``neighboring``."""
+    return _why_unsupported(event, check_accountant(accountant), neighboring, None) is None
+
+
+def check_supported(event: dp_accounting.DpEvent, accountant: str = "rdp",
+                    orders: Sequence[float] | None = None, neighboring: str = "add_remove",
+                    what: str = "") -> None:
+    """Raise a clear AccountingError unless ``accountant`` composes ``event`` under ``neighboring``."""
+    check_accountant(accountant)
+    reason = _why_unsupported(event, accountant, neighboring, orders)
+    if reason is None:
+        return
+    other = "pld" if accountant == "rdp" else "rdp"
+    other_reason = _why_unsupported(event, other, neighboring, None)
+    head = f"{what}: " if what else ""
+    tried = (f"{head}the {accountant.upper()} accountant ({neighboring} neighbours) cannot compose "
+             f"{event!r}: {reason}")
+    if other_reason is None:
+        raise AccountingError(f"{tried}; the {other.upper()} accountant can: use "
+                              f"accountant={other!r}")
+    others = [n for n in NEIGHBORINGS if n != neighboring]
+    raise AccountingError(
+        f"{tried}; the {other.upper()} accountant cannot either: {other_reason}. Describe the "
+        f"mechanism with an event both support (e.g. DpGuarantee.pure(ε) for any ε-DP "
+        f"mechanism), state it under the other neighbouring relation ({', '.join(others)}), or "
+        "record NoGuarantee with a reason")
+
+
+def composed_accountant(event: dp_accounting.DpEvent, accountant: str = "rdp",
+                        orders: Sequence[float] | None = None, *, neighboring: str = "add_remove",
+                        discretization: float | None = None) -> dp_accounting.PrivacyAccountant:
+    """An accountant with ``event`` composed into it; query it for any number of ε(δ) / δ(ε)."""
+    check_supported(event, accountant, orders, neighboring)
+    acct = make_accountant(accountant, orders, neighboring=neighboring,
+                           discretization=discretization)
     return acct.compose(event)
 
 
 def epsilon_of(event: dp_accounting.DpEvent, delta: float, accountant: str = "rdp",
-               orders: Sequence[float] | None = None) -> float:
+               orders: Sequence[float] | None = None, *, neighboring: str = "add_remove",
+               discretization: float | None = None) -> float:
     """ε of ``event`` at ``delta`` with the named dp-accounting accountant."""
     if not 0 <= delta < 1:
         raise AccountingError(f"delta must lie in [0, 1), got {delta!r}")
-    return float(_composed_accountant(event, accountant, orders).get_epsilon(delta))
+    acct = composed_accountant(event, accountant, orders, neighboring=neighboring,
+                               discretization=discretization)
+    return float(acct.get_epsilon(delta))
 
 
 def delta_of(event: dp_accounting.DpEvent, epsilon: float, accountant: str = "rdp",
-             orders: Sequence[float] | None = None) -> float:
+             orders: Sequence[float] | None = None, *, neighboring: str = "add_remove",
+             discretization: float | None = None) -> float:
     """δ of ``event`` at ``epsilon`` with the named dp-accounting accountant."""
     if not epsilon >= 0:
         raise AccountingError(f"epsilon must be ≥ 0, got {epsilon!r}")
-    return float(_composed_accountant(event, accountant, orders).get_delta(epsilon))
+    acct = composed_accountant(event, accountant, orders, neighboring=neighboring,
+                               discretization=discretization)
+    return float(acct.get_delta(epsilon))
 
 
 def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float]) -> list[float]:
     """Rényi-DP ε(α) of ``event`` at each order α (dp-accounting's RDP accountant)."""
-    return [float(v) for v in _composed_accountant(event, "rdp", orders).rdp]
+    return [float(v) for v in composed_accountant(event, "rdp", orders).rdp]
 
 
 def dpsgd_event(noise_multiplier: float, sampling_rate: float, steps: int) -> dp_accounting.DpEvent:

@@ -16,6 +16,8 @@ from typing import Union
 
 import dp_accounting
 
+from dpkit.accounting.pure import ApproxDpEvent, PureDpEvent
+
 
 @dataclass(frozen=True)
 class DpGuarantee:
@@ -26,14 +28,40 @@ class DpGuarantee:
 
     notion = "dp"
 
+    @classmethod
+    def pure(cls, epsilon: float, description: str = "",
+             neighboring: str | None = None) -> DpGuarantee:
+        """ε-DP of one release (any ε-DP mechanism), stated under ``neighboring`` (None: the ledger's)."""
+        _check_epsilon(epsilon)
+        return cls(PureDpEvent(float(epsilon), neighboring), description)
+
+    @classmethod
+    def approximate(cls, epsilon: float, delta: float, description: str = "",
+                    neighboring: str | None = None) -> DpGuarantee:
+        """(ε, δ)-DP of one release, composed as its worst case (PLD accountant only when δ > 0)."""
+        _check_epsilon(epsilon)
+        if not 0 <= delta < 1:
+            raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+        return cls(ApproxDpEvent(float(epsilon), float(delta), neighboring), description)
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not (epsilon >= 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be a finite number ≥ 0, got {epsilon!r}; an unbounded "
+                         "release is NoGuarantee(reason)")
+
+
+METRIC_UNITS = ("token", "sequence")
+
 
 @dataclass(frozen=True)
 class MetricDpGuarantee:
     """η-dχ privacy: for any x, x' and output set S, P[M(x)∈S] ≤ exp(η·d(x, x'))·P[M(x')∈S].
 
     ``metric`` names d (``"l2"``), ``space`` the embedding table it is measured in, and ``unit``
-    what one application covers (``"token"``: per token; a document of n tokens then gets
-    η·Σᵢ d(xᵢ, x'ᵢ)).
+    what one application covers (``"token"``: one token, so a document of n tokens gets
+    η·Σᵢ d(xᵢ, x'ᵢ); ``"sequence"``: one whole document at once, with the same Σᵢ d(xᵢ, x'ᵢ)
+    distance between two documents of equal length).
     """
 
     eta: float
@@ -46,6 +74,9 @@ class MetricDpGuarantee:
     def __post_init__(self) -> None:
         if not (self.eta > 0 and math.isfinite(self.eta)):
             raise ValueError(f"metric-DP eta must be a positive finite number, got {self.eta!r}")
+        if self.unit not in METRIC_UNITS:
+            raise ValueError(f"metric-DP unit must be one of {METRIC_UNITS}, got {self.unit!r}: "
+                             "'token' covers one token per application, 'sequence' one document")
 
     def epsilon_at(self, distance: float) -> float:
         """The ε this guarantee gives two inputs at ``distance``: η·d."""

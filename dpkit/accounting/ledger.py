@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from dpkit.accounting import events as ev
 from dpkit.accounting import rules
 from dpkit.accounting.ceiling import Ceiling
+from dpkit.accounting.composition import DpComposition
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     Guarantee,
@@ -22,6 +23,7 @@ from dpkit.accounting.guarantees import (
     MetricDpGuarantee,
     NoGuarantee,
 )
+from dpkit.accounting.metric_queries import MetricDpQueries
 from dpkit.accounting.serialize import guarantee_from_dict, guarantee_to_dict
 from dpkit.errors import AccountingError
 
@@ -47,30 +49,30 @@ class Spend(NamedTuple):
     count: int = 1
 
 
-class Ledger:
+class Ledger(MetricDpQueries):
     """Records privacy spends and composes them: (ε, δ)-DP, metric DP and (k, ε)-anonymity.
 
     ``delta`` is the δ at which :meth:`epsilon` is reported, ``accountant`` the dp-accounting
     accountant (``"rdp"`` default, or ``"pld"``), ``ceiling`` an optional budget (a float caps
     both ε's, or a mapping with ``epsilon`` / ``eta`` / ``anonymity_epsilon``); a spend over it
     raises :class:`~dpkit.errors.BudgetExceededError` and is not recorded. ``orders`` overrides
-    the RDP orders (dp-accounting's default grid otherwise).
+    the RDP orders (dp-accounting's default grid otherwise), ``pld_discretization`` the PLD
+    value-discretisation interval (1e-4). ``neighboring`` is the relation (ε, δ) is stated in:
+    ``"add_remove"`` (one record added or removed, default) or ``"replace_one"``.
     """
 
     def __init__(self, delta: float = 1e-5, accountant: str = "rdp",
                  ceiling: float | Mapping[str, float] | Ceiling | None = None,
-                 orders: Sequence[float] | None = None):
+                 orders: Sequence[float] | None = None, neighboring: str = "add_remove",
+                 pld_discretization: float | None = None):
         if not 0 <= delta < 1:
             raise AccountingError(f"ledger delta must lie in [0, 1), got {delta!r}")
         self.delta_target = float(delta)
-        self.accountant = ev.check_accountant(accountant)
-        self.orders = list(orders) if orders is not None else None
-        if self.orders is not None and self.accountant != "rdp":
-            raise AccountingError("RDP orders were given with accountant='pld'; drop them")
+        self._dp = DpComposition(accountant, orders, neighboring, pld_discretization)
+        self.accountant, self.neighboring = self._dp.accountant, self._dp.neighboring
+        self.orders, self.pld_discretization = self._dp.orders, self._dp.discretization
         self.ceiling = Ceiling.coerce(ceiling)
         self._spends: list[Spend] = []
-        self._dp: dict[Hashable, list] = {}
-        self._dp_slot: dict[int, list] = {}  # id(guarantee) -> its group; spends keep it alive
         self._metric: dict[MetricDpGuarantee, int] = {}
         self._metric_passes: dict[MetricDpGuarantee, int] = {}
         self._kanon: dict[KAnonymityGuarantee, int] = {}
@@ -89,6 +91,8 @@ class Ledger:
             raise AccountingError(f"spend {label!r}: count must be an integer ≥ 1, got {count!r}")
         if type(label) is not str or not label:
             raise AccountingError(f"a spend needs a non-empty label, got {label!r}")
+        if isinstance(guarantee, DpGuarantee):
+            self._dp.check(guarantee, label)
         if self.ceiling is not None:
             self.ceiling.check(self, guarantee, label, count)
         return self._record(Spend(guarantee, label, count))
@@ -96,11 +100,7 @@ class Ledger:
     def _record(self, spend: Spend) -> Spend:
         g, n = spend.guarantee, spend.count
         if isinstance(g, DpGuarantee):
-            slot = self._dp_slot.get(id(g))
-            if slot is None:
-                slot = self._dp.setdefault(ev.event_key(g.event), [g.event, 0])
-                self._dp_slot[id(g)] = slot
-            slot[1] += n
+            self._dp.add(g, n)
         elif isinstance(g, MetricDpGuarantee):
             self._metric[g] = self._metric.get(g, 0) + n
             self._metric_passes[g] = self._metric_passes.get(g, 0) + 1
@@ -123,14 +123,19 @@ class Ledger:
     # ------------------------------------------------------------ (ε, δ)-DP
     def dp_groups(self, extra: tuple[DpGuarantee, int] | None = None) -> list[tuple[Any, int]]:
         """The (event, count) groups of DP spends, optionally with one more spend added."""
-        groups = [(e, c) for e, c in self._dp.values()]
-        if extra is not None:
-            groups = ev.group_events(groups + [(extra[0].event, extra[1])])
-        return groups
+        return self._dp.groups(extra)
 
     def dp_event(self):
         """All DP spends as one dp-accounting event (grouped ``SelfComposedDpEvent``s)."""
         return ev.composed_event(self.dp_groups())
+
+    def composed_accountant(self, extra: tuple[DpGuarantee, int] | None = None):
+        """The dp-accounting accountant holding every DP spend (plus ``extra``), kept for reuse.
+
+        Composition runs once per set of spends; any number of ε(δ) / δ(ε) queries reuse it,
+        and a ceiling check's accountant is reused once its spend is recorded.
+        """
+        return self._dp.accountant_for(extra)
 
     @property
     def no_guarantee_reasons(self) -> list[str]:
@@ -144,9 +149,11 @@ class Ledger:
         if not self._dp:
             return 0.0
         d = self.delta_target if delta is None else float(delta)
+        if not 0 <= d < 1:
+            raise AccountingError(f"delta must lie in [0, 1), got {delta!r}")
         key = ("eps", d)
         if key not in self._cache:
-            self._cache[key] = ev.epsilon_of(self.dp_event(), d, self.accountant, self.orders)
+            self._cache[key] = float(self.composed_accountant().get_epsilon(d))
         return self._cache[key]
 
     def delta(self, epsilon: float) -> float:
@@ -155,39 +162,9 @@ class Ledger:
             return 1.0
         if not self._dp:
             return 0.0
-        return ev.delta_of(self.dp_event(), float(epsilon), self.accountant, self.orders)
-
-    # ------------------------------------------------------------ metric DP
-    # A metric-DP spend is one pass over data: ``count`` token (or sequence) releases, each
-    # token released at most once in the pass. ``eta`` sums η over every release (count·η);
-    # ``eta_per_token`` sums η over passes — the dχ parameter one token, or one document pair
-    # (ε = η·Σᵢ d(xᵢ, x'ᵢ)), actually gets.
-    def eta_totals(self, per_token: bool = False) -> dict[tuple[str, str, str], float]:
-        """Σ η per (metric, space, unit): over releases (count·η), or over passes if ``per_token``."""
-        return rules.compose_metric((self._metric_passes if per_token else self._metric).items())
-
-    def eta(self, metric: str | None = None, space: str | None = None,
-            unit: str | None = None, per_token: bool = False) -> float:
-        """Total η of the metric-DP spends matching the filters (they must share one metric)."""
-        totals = {k: v for k, v in self.eta_totals(per_token).items()
-                  if (metric is None or k[0] == metric) and (space is None or k[1] == space)
-                  and (unit is None or k[2] == unit)}
-        if len(totals) > 1:
-            raise AccountingError(f"η of different metrics/spaces/units do not add up: {sorted(totals)}"
-                                  "; pass metric=, space= or unit= to pick one")
-        return next(iter(totals.values()), 0.0)
-
-    def eta_per_token(self, metric: str | None = None, space: str | None = None) -> float:
-        """dχ parameter of one token: Σ η over per-token passes (each token released once a pass)."""
-        return self.eta(metric, space, unit="token", per_token=True)
-
-    def metric_epsilon(self, distances: Any, metric: str | None = None,
-                       space: str | None = None) -> float | list[float]:
-        """ε between two documents: η_per_token·Σᵢ d(xᵢ, x'ᵢ), distances ``[n]`` or ``[b, n]``."""
-        if self._none:
-            out = rules.document_epsilon(1.0, distances)
-            return math.inf if isinstance(out, float) else [math.inf] * len(out)
-        return rules.document_epsilon(self.eta_per_token(metric, space), distances)
+        if not epsilon >= 0:
+            raise AccountingError(f"epsilon must be ≥ 0, got {epsilon!r}")
+        return float(self.composed_accountant().get_delta(float(epsilon)))
 
     # ------------------------------------------------------ (k, ε)-anonymity
     def k_anonymity(self) -> rules.KAnonymityTotal | None:
@@ -206,12 +183,7 @@ class Ledger:
         if self._dp or self._none:
             out["epsilon"] = self.epsilon()
             out["delta"] = self.delta_target
-        for name, per_token in (("eta", False), ("eta_per_token", True)):
-            totals = self.eta_totals(per_token)
-            if len(totals) == 1:
-                out[name] = next(iter(totals.values()))
-            else:
-                out.update({f"{name}[{m}:{s}:{u}]": v for (m, s, u), v in totals.items()})
+        out.update(self._metric_summary())
         k = self.k_anonymity()
         if k is not None:
             out.update(k_achieved=float(k.k_achieved), k_requested=float(k.k_requested),
@@ -224,6 +196,7 @@ class Ledger:
         """JSON-ready record of the ledger (settings, spends, summary; ∞ written as ``"inf"``)."""
         return {
             "format": FORMAT, "delta": self.delta_target, "accountant": self.accountant,
+            "neighboring": self.neighboring, "pld_discretization": self.pld_discretization,
             "orders": self.orders, "ceiling": self.ceiling.to_dict() if self.ceiling else None,
             "spends": [{"label": s.label, "count": s.count,
                         "guarantee": guarantee_to_dict(s.guarantee)} for s in self._spends],
@@ -238,7 +211,9 @@ class Ledger:
             raise AccountingError(f"not a dpkit ledger record: format={data.get('format')!r}, "
                                   f"expected {FORMAT!r}")
         ledger = cls(delta=data["delta"], accountant=data["accountant"],
-                     ceiling=data.get("ceiling"), orders=data.get("orders"))
+                     ceiling=data.get("ceiling"), orders=data.get("orders"),
+                     neighboring=data.get("neighboring", "add_remove"),
+                     pld_discretization=data.get("pld_discretization"))
         for item in data["spends"]:
             ledger._record(Spend(guarantee_from_dict(item["guarantee"]), item["label"],
                                  int(item["count"])))

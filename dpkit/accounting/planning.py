@@ -1,8 +1,10 @@
-"""Planned spends of a spec, without running it (``dpkit budget spec``).
+"""Planned spends of a spec, without running it (``dpkit budget spec``): plan = run by construction.
 
-For every cell (seeds collapsed) the component is built and asked for its optional
-``planned_spends(privacy)``; a mechanism without it contributes its per-token ``guarantee()``.
-The spends go through a ledger with the spec's privacy settings, ceiling included.
+A defense that declares its releases (:class:`dpkit.protocols.DeclaresReleases`) is planned by
+the very call the runner makes before ``run``: ``releases(ctx)`` on the cell's real data and model
+(loaded from the cache like a run does), declared on a fresh ledger. Components whose spends
+depend only on their params implement ``planned_spends(privacy)``; anything else is listed with a
+note that its spends are only known by running it.
 """
 
 from __future__ import annotations
@@ -11,70 +13,99 @@ import json
 import math
 from typing import Any
 
+import torch
 from tabulate import tabulate
 
 from dpkit.accounting.ledger import Ledger
 from dpkit.accounting.serialize import describe, guarantee_to_dict
 from dpkit.errors import BudgetExceededError
+from dpkit.protocols import DeclaresReleases, PlansSpends
 
-PER_TOKEN_NOTE = ("per token: a run spends it once per released token; two documents at token "
-                  "distances dᵢ get ε = η·Σᵢ dᵢ (dχ)")
+NOT_DECLARED = ("the component declares neither releases(ctx) nor planned_spends(); run the spec "
+                "to see its spends")
 
 
-def planned_spends(component: Any, kind: str, privacy: Any) -> tuple[list[tuple], str]:
-    """(spends, note) a component declares before running; the note says what is not listed."""
-    if hasattr(component, "planned_spends"):
-        spends = list(component.planned_spends(privacy))
-        note = "" if spends else "no spends can be listed before running (they depend on the data)"
-        return spends, note
-    if kind == "mechanism":
-        try:
-            return [(component.guarantee(), "per token", 1)], PER_TOKEN_NOTE
-        except Exception as exc:  # a guarantee may need the model's embedding space
-            return [], f"guarantee() needs the model to state it ({type(exc).__name__}: {exc})"
-    return [], "the component has no planned_spends(); run the spec to see its spends"
+def _ledger(privacy: Any) -> Ledger:
+    return Ledger(delta=privacy.delta, accountant=privacy.accountant,
+                  ceiling=getattr(privacy, "ceiling", None),
+                  neighboring=getattr(privacy, "neighboring", "add_remove"))
 
 
 def _finite(values: dict[str, float]) -> dict[str, float | str]:
     return {k: (v if math.isfinite(v) else "inf") for k, v in values.items()}
 
 
-def plan_cell(component: Any, kind: str, privacy: Any) -> dict[str, Any]:
-    """Spends, ledger summary, note and (if the ceiling refuses one) the refusal, for one cell."""
-    spends, note = planned_spends(component, kind, privacy)
-    ledger = Ledger(delta=privacy.delta, accountant=privacy.accountant,
-                    ceiling=getattr(privacy, "ceiling", None))
-    refused = None
-    for guarantee, label, count in spends:
-        try:
-            ledger.spend(guarantee, label, count)
-        except BudgetExceededError as exc:
-            refused = str(exc)
-            break
-    return {"spends": [{"label": label, "count": count, "guarantee": guarantee_to_dict(g),
-                        "description": describe(g)} for g, label, count in spends],
+def _record(ledger: Ledger, note: str, refused: str | None) -> dict[str, Any]:
+    return {"spends": [{"label": s.label, "count": s.count,
+                        "guarantee": guarantee_to_dict(s.guarantee),
+                        "description": describe(s.guarantee)} for s in ledger.spends],
             "summary": _finite(ledger.summary()), "note": note, "refused": refused,
             "reasons": ledger.no_guarantee_reasons}
 
 
-def plan_spec(path: str) -> list[dict[str, Any]]:
-    """One record per (method, sweep point) of the spec at ``path`` (seeds collapsed)."""
-    from dpkit.plugins import get_registry
-    from dpkit.runner.cells import expand
-    from dpkit.spec import PrivacySettings, load_spec
+def plan_cell(component: Any, kind: str, privacy: Any, ctx: Any = None) -> dict[str, Any]:
+    """Spends, ledger summary, note and (if the ceiling refuses one) the refusal, for one cell.
 
-    registry = get_registry()
+    ``ctx`` is a :class:`dpkit.context.RunContext` with the cell's data and model; it is needed
+    for components that declare releases (their counts come from the data).
+    """
+    from dpkit.releases import declare_releases
+
+    ledger = _ledger(privacy)
+    refused, note = None, ""
+    try:
+        if isinstance(component, DeclaresReleases):
+            if ctx is None:
+                raise ValueError(f"{type(component).__name__} declares releases from the data; "
+                                 "pass the cell's RunContext as ctx=")
+            ctx.ledger, ctx.wire = ledger, type(ctx.wire)(ledger)
+            declare_releases(component, ctx)
+        elif isinstance(component, PlansSpends):
+            for guarantee, label, count in component.planned_spends(privacy):
+                ledger.spend(guarantee, label, count)
+            note = "" if ledger.spends else "no spends can be listed before running"
+        else:
+            note = NOT_DECLARED
+    except BudgetExceededError as exc:
+        refused = str(exc)
+    return _record(ledger, note, refused)
+
+
+def _context(cell: Any, registry: Any, privacy: Any) -> Any:
+    """The RunContext a run of ``cell`` gets, on CPU (planning never needs a GPU)."""
+    from dpkit.context import RunContext, cache_root, load_component
+
+    cpu = torch.device("cpu")
+    dataset = load_component(registry, "dataset", cell.data["name"], cell.data["params"], cpu)
+    model = (load_component(registry, "model", cell.model["name"], cell.model["params"], cpu)
+             if cell.model else None)
+    return RunContext(dataset=dataset, model=model, device=cpu, seed=cell.seed,
+                      ledger=_ledger(privacy), registry=registry,
+                      cache_dir=cache_root() / "artifacts", privacy=privacy)
+
+
+def plan_spec(path: str, registry: Any = None) -> list[dict[str, Any]]:
+    """One record per cell of the spec at ``path``; seeds that plan identically are merged."""
+    from dpkit.plugins import get_registry
+    from dpkit.releases import defense_for
+    from dpkit.spec import PrivacySettings, expand, load_spec
+
+    registry = registry or get_registry()
     spec = load_spec(path, registry)
-    plans, seen = [], set()
+    plans: list[dict[str, Any]] = []
+    index: dict[str, dict[str, Any]] = {}
     for cell in expand(spec, registry):
-        key = json.dumps([cell.method, cell.point, cell.privacy], sort_keys=True, default=str)
-        if key in seen:
-            continue
-        seen.add(key)
         privacy = PrivacySettings.model_validate(cell.privacy)
-        component = registry.build(cell.kind, cell.component, cell.params)
-        plans.append({"method": cell.method, "component": cell.component, "kind": cell.kind,
-                      "point": cell.point, **plan_cell(component, cell.kind, privacy)})
+        defense = defense_for(cell, registry)
+        ctx = _context(cell, registry, privacy) if isinstance(defense, DeclaresReleases) else None
+        record = plan_cell(defense, "defense", privacy, ctx)
+        key = json.dumps([cell.method, cell.point, record], sort_keys=True, default=str)
+        if key in index:
+            index[key]["seeds"].append(cell.seed)
+            continue
+        index[key] = {"method": cell.method, "component": cell.component, "kind": cell.kind,
+                      "point": cell.point, "seeds": [cell.seed], **record}
+        plans.append(index[key])
     return plans
 
 
@@ -83,6 +114,8 @@ def plan_table(plans: list[dict[str, Any]]) -> str:
     rows = []
     for plan in plans:
         point = ", ".join(f"{k}={v}" for k, v in plan["point"].items()) or "-"
+        if len(plan.get("seeds", [])) > 0:
+            point += f" (seeds {','.join(str(s) for s in plan['seeds'])})"
         spends = "\n".join(f"{s['label']}: {s['description']} ×{s['count']}"
                            for s in plan["spends"]) or "-"
         totals = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"

@@ -12,6 +12,7 @@ import attr
 import dp_accounting
 from dp_accounting import dp_event as _dp_event_module
 
+from dpkit.accounting import pure as _pure_module
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     Guarantee,
@@ -49,10 +50,11 @@ def _value_from_json(value: Any) -> Any:
 def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
     """Rebuild a dp-accounting event written by :func:`event_to_dict`."""
     name = data.get("type")
-    cls = getattr(_dp_event_module, str(name), None)
+    cls = getattr(_dp_event_module, str(name), None) or getattr(_pure_module, str(name), None)
     if not (isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)):
         raise AccountingError(f"unknown dp-accounting event type {name!r} in ledger data; "
-                              "expected a class from dp_accounting.dp_event")
+                              "expected a class from dp_accounting.dp_event or "
+                              "dpkit.accounting.pure")
     fields = {k: _value_from_json(v) for k, v in data.items() if k != "type"}
     try:
         return cls(**fields)
@@ -91,11 +93,19 @@ def guarantee_from_dict(data: dict[str, Any]) -> Guarantee:
 
 
 def describe_event(event: dp_accounting.DpEvent) -> str:
-    """A compact description of a dp-accounting event, e.g. ``Poisson(q=0.01)∘Gaussian(σ=4) ×1000``."""
+    """A compact description of an event, e.g. ``Poisson(q=0.01)∘Gaussian(σ/Δ=4) ×1000``.
+
+    dp-accounting's events hold noise *multipliers* (noise scale over sensitivity), so the labels
+    say ``σ/Δ`` and ``b/Δ``, never a bare ``σ`` that reads as the standard deviation.
+    """
     if isinstance(event, dp_accounting.GaussianDpEvent):
-        return f"Gaussian(σ={event.noise_multiplier:g})"
+        return f"Gaussian(σ/Δ={event.noise_multiplier:g})"
     if isinstance(event, dp_accounting.LaplaceDpEvent):
-        return f"Laplace(b={event.noise_multiplier:g})"
+        return f"Laplace(b/Δ={event.noise_multiplier:g})"
+    if isinstance(event, (_pure_module.PureDpEvent, _pure_module.ApproxDpEvent)):
+        delta = f", δ={event.delta:g}" if isinstance(event, _pure_module.ApproxDpEvent) else ""
+        under = f", {event.neighboring}" if event.neighboring else ""
+        return f"ε-DP(ε={event.epsilon:g}{delta}{under})"
     if isinstance(event, dp_accounting.PoissonSampledDpEvent):
         return f"Poisson(q={event.sampling_probability:g})∘{describe_event(event.event)}"
     if isinstance(event, dp_accounting.SelfComposedDpEvent):

@@ -7,6 +7,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
+from dpkit.component import Component
 from dpkit.params import Params
 from dpkit.protocols import ServerView
 
@@ -56,7 +57,7 @@ class AttributeInferenceParams(Params):
     epochs: int = Field(default=60, ge=1)
 
 
-class AttributeInference:
+class AttributeInference(Component):
     """Infers a private attribute (e.g. the label) from privatized representations with an MLP.
 
     Uses ``view.knowledge['aux_representations' / 'aux_attributes']`` when given; otherwise the
@@ -67,8 +68,7 @@ class AttributeInference:
     requires: ClassVar[tuple[str, ...]] = ("representations",)
     Params = AttributeInferenceParams
 
-    def __init__(self, params: AttributeInferenceParams):
-        self.params = params
+    params: AttributeInferenceParams
 
     def run(self, view: ServerView, ctx) -> dict[str, float]:
         """``attribute_accuracy`` of the attacker and the ``attribute_majority`` baseline."""

@@ -8,6 +8,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
+from dpkit.component import Component
 from dpkit.params import Params
 from dpkit.protocols import ServerView
 from dpkit.search import VocabIndex
@@ -51,15 +52,14 @@ class MutualInformationParams(Params):
     max_samples: int = Field(default=5000, ge=10, description="use at most this many vectors")
 
 
-class MutualInformation:
+class MutualInformation(Component):
     """Mutual information between clean and privatized token embeddings (k-NN estimate, nats)."""
 
     name: ClassVar[str] = "mutual_information"
     requires: ClassVar[tuple[str, ...]] = ("embeddings",)
     Params = MutualInformationParams
 
-    def __init__(self, params: MutualInformationParams):
-        self.params = params
+    params: MutualInformationParams
 
     def run(self, view: ServerView, ctx) -> dict[str, float]:
         """``mutual_information``: needs ``view.truth['embeddings']`` (clean) or the space + ids."""

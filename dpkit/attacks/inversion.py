@@ -7,6 +7,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
+from dpkit.component import Component
 from dpkit.params import Params
 from dpkit.protocols import ServerView
 from dpkit.search import VocabIndex
@@ -67,15 +68,14 @@ def _cap(n: int, cap: int | None) -> slice:
     return slice(0, n if cap is None else min(n, cap))
 
 
-class NNInversion:
+class NNInversion(Component):
     """Nearest-neighbour inversion: the attacker decodes each noisy embedding to its k nearest tokens."""
 
     name: ClassVar[str] = "nn_inversion"
     requires: ClassVar[tuple[str, ...]] = ("embeddings",)
     Params = KnnParams
 
-    def __init__(self, params: KnnParams):
-        self.params = params
+    params: KnnParams
 
     def run(self, view: ServerView, ctx) -> dict[str, float]:
         """``inversion_top{k}``: share of tokens whose true id is among the k nearest of the noisy vector."""
@@ -86,15 +86,14 @@ class NNInversion:
         return {f"inversion_top{k}": v for k, v in rates.items()}
 
 
-class TokenRecovery:
+class TokenRecovery(Component):
     """Recovery of substituted tokens (dχ-STENCIL's Pr@k): is the original among the substitute's k NN?"""
 
     name: ClassVar[str] = "token_recovery"
     requires: ClassVar[tuple[str, ...]] = ("substituted_ids",)
     Params = KnnParams
 
-    def __init__(self, params: KnnParams):
-        self.params = params
+    params: KnnParams
 
     def run(self, view: ServerView, ctx) -> dict[str, float]:
         """``recovery_at{k}``: Pr@k over the in-vocabulary tokens of the privatized text."""

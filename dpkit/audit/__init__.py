@@ -1,7 +1,10 @@
-"""Empirical privacy audit: lower bounds on a mechanism's privacy loss against its claim."""
+"""Empirical privacy audit: lower bounds on a mechanism's (or a whole defense's) privacy loss
+against its claim."""
 
 from dpkit.audit.auditor import audit, build_mechanism
+from dpkit.audit.canary import AuditableDefense, CanaryRun, register_defense_audit
 from dpkit.audit.claims import Claim, dp_epsilon
+from dpkit.audit.defense import audit_defense
 from dpkit.audit.inputs import AuditPair, make_test_space, select_pairs
 from dpkit.audit.report import AuditReport, Finding, Verdict
 from dpkit.audit.stats import (
@@ -15,10 +18,13 @@ from dpkit.audit.stats import (
 __all__ = [
     "AuditPair",
     "AuditReport",
+    "AuditableDefense",
+    "CanaryRun",
     "Claim",
     "Finding",
     "Verdict",
     "audit",
+    "audit_defense",
     "build_mechanism",
     "certifiable_epsilon",
     "clopper_pearson_lower",
@@ -27,5 +33,6 @@ __all__ = [
     "epsilon_at_delta",
     "epsilon_lower_bound",
     "make_test_space",
+    "register_defense_audit",
     "select_pairs",
 ]

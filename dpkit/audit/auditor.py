@@ -5,25 +5,34 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from dpkit.audit import blackbox, exact
 from dpkit.audit.claims import Claim
-from dpkit.audit.inputs import AuditPair, draw, make_test_space, select_pairs, sequence_unit
+from dpkit.audit.inputs import (
+    AuditPair,
+    draw,
+    make_test_space,
+    select_pairs,
+    sequence_unit,
+)
+from dpkit.audit.law import radial_law_pvalues
 from dpkit.audit.report import AuditReport, Finding, Verdict
-from dpkit.audit.verdict import decide
 from dpkit.audit.stats import certifiable_epsilon
+from dpkit.audit.verdict import decide
 from dpkit.context import derive_seed, resolve_device
 from dpkit.errors import AuditError
+from dpkit.protocols import ExactDensity, ExactOutputProbs
 from dpkit.space import EmbeddingSpace
 
 Progress = Callable[[int, int, str], None]
 KEEP_PAIRS = 4
 GOF_LEVEL = 0.02
 """The sampler-vs-declared-law test runs at level (1 − confidence)·GOF_LEVEL: its rejection only
-withholds the exact values (INCONCLUSIVE), so it is kept rare for correct mechanisms."""
+gives LAW_MISMATCH (and fails contract suites), so it is kept rare for correct mechanisms."""
 
 
 def build_mechanism(mechanism: Any, params: dict | None = None, registry: Any = None) -> Any:
@@ -58,7 +67,7 @@ def audit(mechanism: Any, params: dict | None = None, *, samples: int = 4000,
           delta: float = 1e-5, device: str = "cpu", registry: Any = None,
           progress: Progress | None = None, rel_tol: float = 0.01, abs_tol: float = 0.01,
           exact_tokens: int = 64) -> AuditReport:
-    """Audit ``mechanism`` (name, class or instance) and return PASS / FAIL / INCONCLUSIVE.
+    """Audit ``mechanism`` (name, class or instance): PASS / FAIL / LAW_MISMATCH / INCONCLUSIVE.
 
     ``samples`` draws per input (half select the event, half bound it); FAIL needs a lower
     confidence bound on ε above the claim by more than ``rel_tol``·claim + ``abs_tol``, so a
@@ -72,7 +81,7 @@ def audit(mechanism: Any, params: dict | None = None, *, samples: int = 4000,
     claim = Claim.from_guarantee(mech.guarantee(space), delta)
     report = AuditReport(getattr(mech, "name", type(mech).__name__),
                          mech.params.model_dump(mode="json"), claim.description, Verdict.PASS, "",
-                         confidence, samples, [])
+                         confidence, samples, [], claim_kind=claim.kind)
     if claim.kind == "none":
         report.reason = "the mechanism declares no guarantee (ε = ∞): there is nothing to refute"
         report.seconds = time.perf_counter() - start
@@ -113,8 +122,8 @@ def _run(mech: Any, space: EmbeddingSpace, claim: Claim, report: AuditReport, se
     pair_gen = torch.Generator().manual_seed(derive_seed(seed, "audit-pairs"))
     draw_gen = torch.Generator(device=dev).manual_seed(derive_seed(seed, "audit-draws"))
     sensitivity = float(getattr(mech.params, "sensitivity", 1.0) or 1.0)
-    has_density = callable(getattr(mech, "log_density", None)) and domain == "embedding" and per_row
-    has_probs = callable(getattr(mech, "output_log_probs", None)) and domain == "token" and per_row
+    has_density = isinstance(mech, ExactDensity) and domain == "embedding" and per_row
+    has_probs = isinstance(mech, ExactOutputProbs) and domain == "token" and per_row
     allowed = _anonymity_pairs(mech, space, claim, exact_tokens, dev, has_probs)
     candidates = select_pairs(domain, space, claim, pair_gen, sensitivity, allowed)
     steps = min(len(candidates), KEEP_PAIRS if per_row else 2) + 2
@@ -141,6 +150,12 @@ def _run(mech: Any, space: EmbeddingSpace, claim: Claim, report: AuditReport, se
             claimed=pair.claimed))
         if log_ratio is not None:
             gof.append(exact.density_consistency(log_ratio, ys_x, ys_xp))
+            for ids, ys in ((pair.x, ys_x), (pair.x_prime, ys_xp)):
+                law = radial_law_pvalues(mech.log_density, ids.to(dev), ys, seed + k)
+                gof.extend(law.values())
+                for stat, p in law.items():
+                    worst = report.checks.setdefault("law_tests", {})
+                    worst[stat] = min(p, worst.get(stat, 1.0))
             exact_findings.append(exact.continuous_exact(
                 log_ratio, ys_x, ys_xp, pair.x.to(dev), pair.x_prime.to(dev), claim, pair.claimed,
                 alpha, pair=pair.label, distance=pair.distance))
@@ -249,6 +264,6 @@ def _discrete_exact(mech: Any, space: EmbeddingSpace, claim: Claim, report: Audi
             report.checks["anonymity_violation"] = (
                 f"{share:.1%} of the vocabulary is in sets smaller than k={claim.k_requested}, "
                 f"more than the declared {claim.share_below_k:.1%}")
-    worst, closest = exact.discrete_exact(log_probs, torch.cdist(vecs, vecs), claim, groups,
-                                          space.tokens, ids)
+    distances = torch.cdist(vecs, vecs, compute_mode="donot_use_mm_for_euclid_dist")
+    worst, closest = exact.discrete_exact(log_probs, distances, claim, groups, space.tokens, ids)
     return [f for f in (worst, closest) if f is not None]

@@ -11,24 +11,24 @@ from dpkit.accounting.guarantees import (
     MetricDpGuarantee,
     NoGuarantee,
 )
+from dpkit.accounting.pure import ApproxDpEvent, PureDpEvent
 from dpkit.errors import AuditError
+
+PURE_EVENTS = (PureDpEvent, ApproxDpEvent)
 
 
 def dp_epsilon(guarantee: DpGuarantee, delta: float, accountant: str = "rdp") -> float:
-    """ε of one release of ``guarantee`` at ``delta``, as the privacy ledger reports it."""
-    try:
-        from dpkit.accounting import Ledger
-    except ImportError:  # the ledger is optional at import time; fall back to dp-accounting
-        Ledger = None
-    if Ledger is not None:
-        ledger = Ledger(delta=delta, accountant=accountant)
-        ledger.spend(guarantee, label="audit")
-        return float(ledger.epsilon())
-    from dp_accounting import rdp
+    """ε of one release of ``guarantee`` at ``delta``, as the privacy ledger reports it.
 
-    acc = rdp.RdpAccountant()
-    acc.compose(guarantee.event)
-    return float(acc.get_epsilon(delta))
+    Add/remove first (the ledger's default); an event stated only for replace-one neighbours
+    (randomized response) is read under replace-one, the relation of the auditor's pairs.
+    """
+    from dpkit.accounting import Ledger, supports
+
+    relation = "add_remove" if supports(guarantee.event, accountant) else "replace_one"
+    ledger = Ledger(delta=delta, accountant=accountant, neighboring=relation)
+    ledger.spend(guarantee, label="audit")
+    return float(ledger.epsilon())
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,11 @@ class Claim:
                                  "audited; the auditor measures L2 distances (metric 'l2')")
             return cls("metric", math.nan, 0.0, eta=guarantee.eta, unit=guarantee.unit,
                        description=f"{guarantee.eta:g}-dχ (L2, per {guarantee.unit})")
+        if isinstance(guarantee, DpGuarantee) and isinstance(guarantee.event, PURE_EVENTS):
+            event = guarantee.event  # the auditor's pairs replace one input: add/remove costs 2ε
+            eps = event.epsilon * (2 if event.neighboring == "add_remove" else 1)
+            at = getattr(event, "delta", 0.0)
+            return cls("dp", eps, at, description=f"({eps:.4g}, {at:g})-DP (declared)")
         if isinstance(guarantee, DpGuarantee):
             eps = dp_epsilon(guarantee, delta, accountant)
             return cls("dp", eps, delta, description=f"({eps:.4g}, {delta:g})-DP "

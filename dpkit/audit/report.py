@@ -12,16 +12,19 @@ from dpkit.jsonutil import json_safe
 
 class Verdict(str, enum.Enum):
     """PASS: no evidence against the claim; FAIL: the claim is refuted at the stated confidence;
+    LAW_MISMATCH: the draws do not follow the output law the mechanism declares (its sampler or
+    its declaration is wrong), though sampling did not refute the claim itself;
     INCONCLUSIVE: the audit could not test the claim meaningfully."""
 
     PASS = "PASS"
     FAIL = "FAIL"
+    LAW_MISMATCH = "LAW_MISMATCH"
     INCONCLUSIVE = "INCONCLUSIVE"
 
     @property
     def exit_code(self) -> int:
-        """CLI exit status: 0 PASS, 1 FAIL, 3 INCONCLUSIVE."""
-        return {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}[self.value]
+        """CLI exit status: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 4 LAW_MISMATCH."""
+        return {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3, "LAW_MISMATCH": 4}[self.value]
 
 
 @dataclass
@@ -73,6 +76,7 @@ class AuditReport:
     seconds: float = 0.0
     samples_drawn: int = 0
     draw_seconds: float = 0.0
+    claim_kind: str = ""
 
     @property
     def headline(self) -> Finding | None:
@@ -88,7 +92,8 @@ class AuditReport:
         if head is None:
             values = f"claimed {self.guarantee}"
         else:
-            values = (f"claimed ε≤{_num(head.claimed)} at d={_num(head.distance)}, measured "
+            at = f" at d={_num(head.distance)}" if self.claim_kind == "metric" else ""
+            values = (f"claimed ε≤{_num(head.claimed)}{at}, measured "
                       f"ε≥{_num(head.measured)} (estimate {_num(head.estimate)}) by {head.strategy}"
                       f" [{head.pair}]")
         return (f"{self.verdict.value}: {self.mechanism} — {values}; confidence "

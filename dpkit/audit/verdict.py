@@ -1,4 +1,5 @@
-"""Verdict rules: FAIL on a bound above its claim, INCONCLUSIVE when the audit could not test."""
+"""Verdict rules: FAIL on a bound above its claim, LAW_MISMATCH when the draws do not follow the
+declared law, INCONCLUSIVE when the audit could not test."""
 
 from __future__ import annotations
 
@@ -18,16 +19,23 @@ def decide(report: AuditReport, rel_tol: float, abs_tol: float, gof_level: float
         report.verdict = Verdict.FAIL
         report.witness = max(failures, key=lambda f: f.measured - f.claimed)
         report.reason = f"the guarantee is refuted: {report.witness.event}"
+        if not trusted:
+            report.reason += "; the draws do not follow the declared output law either"
         return
     if "anonymity_violation" in report.checks:
         report.verdict = Verdict.FAIL
         report.reason = report.checks["anonymity_violation"]
         return
     if not trusted:
-        report.verdict = Verdict.INCONCLUSIVE
+        report.verdict = Verdict.LAW_MISMATCH
+        worst = min(report.checks.get("law_tests", {}).items(), key=lambda kv: kv[1],
+                    default=None)
+        shown = f"; worst statistic: {worst[0]} (p = {worst[1]:.2g})" if worst else ""
         report.reason = (f"the draws do not follow the declared output law (p = "
-                         f"{report.checks['sampler_matches_declared_law_p']:.2g} < {alpha * gof_level:g}); "
-                         "exact values were not used and sampling found no violation")
+                         f"{report.checks['sampler_matches_declared_law_p']:.2g} < "
+                         f"{alpha * gof_level:g}{shown}): the sampler or the declaration is "
+                         "wrong, so the declared guarantee describes another mechanism; "
+                         "sampling found no violation, exact values were not used")
         return
     reach = report.checks["certifiable_epsilon"]
     if not exact_findings and all(f.claimed >= reach for f in report.findings):

@@ -10,12 +10,23 @@ from dpkit.errors import ParamsError
 
 def register(sub) -> None:
     """Add the ``audit`` sub-command."""
-    p = sub.add_parser("audit", help="empirically test a mechanism's declared privacy guarantee",
+    p = sub.add_parser("audit", help="empirically test a mechanism's or defense's privacy claim",
                        description="Estimate a lower bound on the privacy loss of a registered "
-                       "mechanism and compare it with its declared guarantee. Exit status: 0 PASS, "
-                       "1 FAIL, 3 INCONCLUSIVE, 2 bad input.")
-    p.add_argument("name", help="registered mechanism name (see `dpkit plugins`)")
-    p.add_argument("--params", default="{}", help="mechanism params as a JSON object")
+                       "mechanism (or, with --defense, of a whole defense run, with canaries) and "
+                       "compare it with its declared guarantee (the run's ledger ε). Exit status: "
+                       "0 PASS, 1 FAIL, 3 INCONCLUSIVE, 4 LAW_MISMATCH (mechanisms: the draws do "
+                       "not follow the declared output law), 2 bad input.")
+    p.add_argument("name", nargs="?", help="registered mechanism name (see `dpkit plugins`)")
+    p.add_argument("--defense", default=None, metavar="NAME",
+                   help="audit this registered defense with canaries instead of a mechanism")
+    p.add_argument("--params", default="{}", help="mechanism or defense params as a JSON object")
+    p.add_argument("--canaries", type=int, default=1000,
+                   help="--defense: canaries per run, each included with probability ½ (1000)")
+    p.add_argument("--runs", type=int, default=1,
+                   help="--defense: independent runs whose canaries are pooled (default 1)")
+    p.add_argument("--method", choices=("one-run", "repeated"), default="one-run",
+                   help="--defense: one-run canaries (Steinke et al. 2023, default) or repeated "
+                   "runs of one canary each with Clopper–Pearson bounds (needs --runs ≥ 20)")
     p.add_argument("--samples", type=int, default=4000, help="draws per input (default 4000)")
     p.add_argument("--confidence", type=float, default=0.95,
                    help="confidence of the FAIL criterion, in [0.5, 1) (default 0.95)")
@@ -59,6 +70,15 @@ def load_space(name: str, params: dict, device: str):
 def _audit(args) -> int:
     from tqdm import tqdm
 
+    if args.defense is not None:
+        if args.name is not None:
+            raise ParamsError(f"give a mechanism name or --defense, not both (got {args.name!r} "
+                              f"and --defense {args.defense!r})")
+        return _audit_defense(args)
+    if args.name is None:
+        raise ParamsError("name a mechanism to audit (`dpkit audit laplace_dx --params ...`) or "
+                          "a defense (`dpkit audit --defense dped_dpsgd --params ...`)")
+
     from dpkit.audit import audit, build_mechanism
     from dpkit.audit.auditor import check_settings
 
@@ -87,4 +107,31 @@ def _audit(args) -> int:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(report.one_line())
+    return report.verdict.exit_code
+
+
+def _audit_defense(args) -> int:
+    from tqdm import tqdm
+
+    from dpkit.audit.defense import audit_defense, build_defense, describe
+
+    params = _json_arg("--params", args.params)
+    build_defense(args.defense, params)  # bad names and params fail before the bar
+    bar = tqdm(total=args.runs, desc=f"audit {args.defense}", file=sys.stderr, unit="run",
+               leave=False, disable=None)
+
+    def progress(done: int, total: int, label: str) -> None:
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(label[:60])
+        bar.refresh()
+
+    try:
+        report = audit_defense(args.defense, params, canaries=args.canaries, runs=args.runs,
+                               method=args.method, confidence=args.confidence, seed=args.seed, delta=args.delta,
+                               device=args.device, progress=progress)
+    finally:
+        bar.close()
+    print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.json
+          else describe(report))
     return report.verdict.exit_code

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-KINDS = ("dataset", "model")
+KINDS = ("dataset", "model")  # the kinds that load data or weights (see dpkit.kinds)
 
 
 def register(sub) -> None:

@@ -18,6 +18,7 @@ def register(sub) -> None:
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--retries", type=int, default=0, help="extra attempts for a failing cell")
     p.add_argument("--device", help="override the spec's device (auto, cpu, cuda)")
+    p.add_argument("--seeds", type=int, metavar="N", help="run seeds 0..N-1 instead of the spec's")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=_run)
 
@@ -30,19 +31,34 @@ def _run(args) -> int:
     if args.retries < 0:
         print(f"error: --retries must be ≥ 0, got {args.retries}", file=sys.stderr)
         return 2
-    if args.device:
+    if args.seeds is not None and args.seeds < 1:
+        print(f"error: --seeds must be ≥ 1, got {args.seeds}", file=sys.stderr)
+        return 2
+    if args.device or args.seeds:
         raw = read_yaml(args.spec)
-        raw["device"] = args.device
+        if args.device:
+            raw["device"] = args.device
+        if args.seeds:
+            raw["seeds"] = list(range(args.seeds))
         spec = parse_spec(raw, args.spec)
     else:
         spec = load_spec(args.spec)
+    if spec.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            print(f"error: {args.spec} asks for device {spec.device!r} but this machine has no "
+                  "CUDA GPU; run it on a GPU machine, or pass --device cpu to run it here "
+                  "(slowly)", file=sys.stderr)
+            return 2
     outcome = run_spec(spec, args.out, fresh=args.fresh, executor=args.executor,
                        retries=args.retries, address=args.address,
                        show_progress=not args.no_progress)
     print(render_table(spec, outcome.rows))
     print(f"\n{len(outcome.rows)} cells finished ({outcome.ran} run now, {outcome.skipped} "
           f"resumed from earlier runs), {len(outcome.failures)} failed; outputs in "
-          f"{outcome.out_dir}/ (results.jsonl, results.csv, ledger.json, tradeoff.png)")
+          f"{outcome.out_dir}/ (results.jsonl, results.csv, cells.csv, ledger.json, claims.json, "
+          "tradeoff.png)")
     if outcome.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return 130

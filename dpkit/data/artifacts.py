@@ -1,4 +1,7 @@
-"""The pinned registry artifacts dpkit's built-in datasets and models come from (see DATA.md)."""
+"""The pinned registry artifacts dpkit's built-in datasets and models come from.
+
+Which file inside each artifact is read, and its provenance, is listed in docs/data.md.
+"""
 
 from __future__ import annotations
 

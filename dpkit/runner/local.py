@@ -2,45 +2,37 @@
 
 from __future__ import annotations
 
-import traceback
-from typing import Callable, Iterable
+from typing import Callable, ClassVar, Iterable
 
-from dpkit.runner.cells import Cell
 from dpkit.runner.execute import execute_cell
-
-OnResult = Callable[[Cell, dict], None]
-OnFailure = Callable[[Cell, str], None]
+from dpkit.runner.executor import OnFailure, OnResult, Progress, RetryPolicy, describe_failure
+from dpkit.spec.cells import Cell
 
 
 class LocalExecutor:
-    """Runs each cell in-process; ``retries`` extra attempts for a cell that raises."""
+    """Runs each cell in-process with the given registry (default: the process-wide one)."""
 
-    name = "local"
+    name: ClassVar[str] = "local"
 
-    def __init__(self, retries: int = 0):
-        self.retries = retries
+    def __init__(self, policy: RetryPolicy | None = None, registry=None):
+        self.policy = policy or RetryPolicy()
+        self.registry = registry
 
     def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
-            should_stop: Callable[[], bool], progress: Callable[[str], None] | None = None) -> None:
+            should_stop: Callable[[], bool], progress: Progress | None = None) -> None:
         """Run ``cells`` in order, reporting each; stop between cells when asked."""
-        from dpkit.errors import BudgetExceededError
-
         for cell in cells:
             if should_stop():
                 return
-            for attempt in range(self.retries + 1):
+            failed = 0
+            while True:
                 try:
-                    row = execute_cell(cell, progress=progress)
-                except KeyboardInterrupt:
-                    raise
-                except BudgetExceededError as exc:  # deterministic: retrying cannot help
-                    on_failure(cell, f"BudgetExceededError: {exc}")
-                    break
+                    row = execute_cell(cell, registry=self.registry, progress=progress)
                 except Exception as exc:
-                    if attempt < self.retries:
+                    failed += 1
+                    if self.policy.should_retry(exc, failed):
                         continue
-                    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                    on_failure(cell, detail)
+                    on_failure(cell, describe_failure(exc))
                 else:
                     on_result(cell, row)
-                    break
+                break

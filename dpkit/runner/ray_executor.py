@@ -1,17 +1,19 @@
 """Ray executor: each cell a Ray task; the driver stays the only writer of results.jsonl.
 
 At most as many cells are in flight as the cluster has room for, so a stop request (Ctrl-C,
-SIGTERM) waits only for cells already running. A cell that raises is retried ``retries`` times,
-then reported; a worker that dies is retried by Ray itself (``max_retries``) and then reported.
+SIGTERM) waits only for cells already running. A cell that raises follows the shared
+:class:`~dpkit.runner.executor.RetryPolicy` (a refused spend is never retried); a worker that
+dies is retried by Ray itself (``max_retries``) and then reported.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable
+from typing import Callable, ClassVar, Iterable
 
 from dpkit.errors import DpkitError
-from dpkit.runner.cells import Cell
+from dpkit.runner.executor import OnFailure, OnResult, Progress, RetryPolicy, describe_failure
+from dpkit.spec.cells import Cell
 
 _ENV_VARS = ("DPKIT_LOAD_PLUGINS", "DPKIT_DISABLED_PLUGINS", "DPKIT_EXTRA_PLUGINS", "DPKIT_CACHE",
              "HF_HUB_OFFLINE")
@@ -37,11 +39,13 @@ def _run_cell(raw: dict) -> dict:
 class RayExecutor:
     """Fans cells out to a Ray cluster (a local one when no address is given)."""
 
-    name = "ray"
+    name: ClassVar[str] = "ray"
 
-    def __init__(self, retries: int = 0, address: str | None = None, num_cpus: int | None = None):
+    def __init__(self, policy: RetryPolicy | None = None, address: str | None = None,
+                 num_cpus: int | None = None):
         self.ray = _import_ray()
-        self.retries, self.address, self.num_cpus = retries, address, num_cpus
+        self.policy = policy or RetryPolicy()
+        self.address, self.num_cpus = address, num_cpus
 
     def _init(self) -> None:
         env = {k: os.environ[k] for k in _ENV_VARS if k in os.environ}
@@ -54,8 +58,8 @@ class RayExecutor:
         else:
             self.ray.init(num_cpus=self.num_cpus or os.cpu_count(), **kwargs)
 
-    def run(self, cells: Iterable[Cell], on_result: Callable, on_failure: Callable,
-            should_stop: Callable[[], bool], progress: Callable[[str], None] | None = None) -> None:
+    def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
+            should_stop: Callable[[], bool], progress: Progress | None = None) -> None:
         """Run ``cells`` on Ray, reporting each result to the driver as it arrives."""
         ray = self.ray
         self._init()
@@ -67,7 +71,7 @@ class RayExecutor:
         def submit(cell: Cell) -> None:
             res = cell.resources or {}
             ref = remote.options(num_cpus=res.get("cpus", 1), num_gpus=res.get("gpus", 0),
-                                 max_retries=max(self.retries, 1)).remote(cell.to_dict())
+                                 max_retries=max(self.policy.retries, 1)).remote(cell.to_dict())
             running[ref] = cell
 
         window = max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -81,12 +85,12 @@ class RayExecutor:
             try:
                 row = ray.get(done[0])
             except Exception as exc:
+                cause = getattr(exc, "cause", None) or exc  # RayTaskError wraps the cell's error
                 attempts[cell.key] = attempts.get(cell.key, 0) + 1
-                if attempts[cell.key] <= self.retries and not should_stop():
+                if self.policy.should_retry(cause, attempts[cell.key]) and not should_stop():
                     queue.insert(0, cell)
                     continue
-                cause = getattr(exc, "cause", None) or exc
-                on_failure(cell, f"{type(cause).__name__}: {cause}".splitlines()[0])
+                on_failure(cell, describe_failure(cause))
             else:
                 on_result(cell, row)
             if progress:

@@ -10,6 +10,10 @@ from typing import Any
 from dpkit.jsonutil import json_safe, restore_floats
 
 
+# every file ``dpkit run`` writes into its output folder (``--fresh`` removes these and no other)
+WRITTEN_FILES = ("results.jsonl", "results.csv", "ledger.json", "failures.jsonl", "tradeoff.png")
+
+
 def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
@@ -54,11 +58,9 @@ class ResultStore:
         self.rows[row["key"]] = row
 
     def clear(self) -> None:
-        """Forget all results (``--fresh``): removes results and derived files."""
-        for name in ("results.jsonl", "results.csv", "ledger.json", "failures.jsonl"):
+        """Forget all results (``--fresh``): removes only the files a run writes."""
+        for name in WRITTEN_FILES:
             (self.out_dir / name).unlink(missing_ok=True)
-        for png in self.out_dir.glob("*.png"):
-            png.unlink()
         self.rows.clear()
 
     def record_failure(self, key: str, method: str, error: str) -> None:

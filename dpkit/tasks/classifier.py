@@ -6,9 +6,11 @@ import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from dpkit.cache import process_cache
 from dpkit.space import EmbeddingSpace
 
-_TRAINED: dict[tuple, LogisticRegression] = {}
+_TRAINED = process_cache("dpkit.text_classifiers",
+                         "utility classifiers by (dataset, space fingerprints, features, seed)")
 
 
 def doc_features(docs: list[torch.Tensor], space: EmbeddingSpace, kind: str) -> np.ndarray:
@@ -34,14 +36,15 @@ def doc_features(docs: list[torch.Tensor], space: EmbeddingSpace, kind: str) -> 
 def train_text_classifier(key: tuple, docs: list[torch.Tensor], labels: list[int],
                           space: EmbeddingSpace, kind: str, seed: int) -> LogisticRegression:
     """A logistic regression on clean training docs, cached per process under ``key``."""
-    if key not in _TRAINED:
+    def train() -> LogisticRegression:
         if labels is None or len(set(labels)) < 2:
             raise ValueError("utility: classifier needs a labelled train split with ≥ 2 classes; "
                              "use utility: none for unlabelled data")
         model = LogisticRegression(max_iter=2000, C=1.0, random_state=seed)
         model.fit(doc_features(docs, space, kind), np.asarray(labels))
-        _TRAINED[key] = model
-    return _TRAINED[key]
+        return model
+
+    return _TRAINED.get_or_build(key, train)
 
 
 def clear_classifiers() -> None:

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
 
-from dpkit.accounting import DpGuarantee, NoGuarantee
 from dpkit.params import Params
-from dpkit.protocols import DefenseResult, ServerView
+from dpkit.protocols import DefenseResult, FitsCounts, is_sequence_level
+from dpkit.releases import declare_releases
 from dpkit.search import VocabIndex
 from dpkit.space import EmbeddingSpace
 from dpkit.tasks.classifier import doc_features, train_text_classifier
+from dpkit.tasks.token_releases import token_releases
+from dpkit.wire import Release
+
+
+@dataclass
+class _Prepared:
+    """What ``releases`` and ``run`` share for one context (built once)."""
+
+    ctx: Any
+    mechanism: Any
+    space: EmbeddingSpace
+    split: Any
+    texts: list[str]
+    docs: list[torch.Tensor]
+    train: tuple[list[torch.Tensor], list[int] | None] | None
 
 
 class PrivatizeTextParams(Params):
@@ -56,8 +72,11 @@ class PrivatizeText:
     def __init__(self, params: PrivatizeTextParams):
         self.params = params
 
-    def run(self, ctx) -> DefenseResult:
-        """Spend on the ledger, privatize each document, decode, and measure preservation/utility."""
+    def _prepared(self, ctx) -> _Prepared:
+        """Mechanism, space and tokenized documents for ``ctx``, computed once per context."""
+        cached = getattr(self, "_state", None)
+        if cached is not None and cached.ctx is ctx:
+            return cached
         p = self.params
         mechanism = ctx.build("mechanism", p.mechanism, p.mechanism_params)
         if mechanism.domain not in ("embedding", "token"):
@@ -68,29 +87,57 @@ class PrivatizeText:
         texts = split.texts[:p.max_docs] if p.max_docs else split.texts
         docs = encode_docs(space, texts, p.oov, p.max_tokens_per_doc)
         train = self._train_docs(ctx, space)
-        if hasattr(mechanism, "fit_counts") and train is not None:
+        if isinstance(mechanism, FitsCounts) and train is not None:
             flat = torch.cat(train[0]) if train[0] else torch.zeros(0, dtype=torch.long)
             mechanism.fit_counts(torch.bincount(flat[flat >= 0], minlength=space.size))
-        self._spend(ctx, mechanism, space, docs)
+        self._state = _Prepared(ctx, mechanism, space, split, texts, docs, train)
+        return self._state
+
+    def releases(self, ctx) -> list[Release]:
+        """What the client sends: privatized tokens (or noisy vectors), lengths, verbatim words."""
+        st = self._prepared(ctx)
+        return token_releases(st.mechanism, st.space, st.docs,
+                              "embeddings" if st.mechanism.domain == "embedding" else "substituted_ids")
+
+    def run(self, ctx) -> DefenseResult:
+        """Privatize each document, send it over ``ctx.wire``, decode, and measure what leaks."""
+        declare_releases(self, ctx)
+        p, st = self.params, self._prepared(ctx)
+        mechanism, space, docs, wire = st.mechanism, st.space, st.docs, ctx.wire
         truth = torch.cat(docs).to(ctx.device) if docs else torch.zeros(0, dtype=torch.long)
-        substituted, noisy = self._privatize(ctx, mechanism, space, docs, truth)
         known = truth >= 0
+        lengths = [len(d) for d in docs]
+        substituted, noisy = self._privatize(ctx, mechanism, space, docs, truth)
+        wire.send("doc_lengths", torch.tensor(lengths, dtype=torch.long), observe="doc_lengths")
+        if noisy is not None:
+            wire.send("embeddings", noisy, units=self._units(mechanism, docs), observe="embeddings")
+            wire.send("substituted_ids", substituted, units=0, observe="substituted_ids")
+            wire.derive("representations", lambda x, n: self._mean_rows(x, n.tolist()),
+                        "embeddings", "doc_lengths")
+        else:
+            wire.send("substituted_ids", substituted, units=self._units(mechanism, docs),
+                      observe="substituted_ids")
+            wire.derive("representations", lambda ids, n: torch.as_tensor(doc_features(
+                list(torch.split(ids.cpu(), n.tolist())), space, "mean_vectors")),
+                "substituted_ids", "doc_lengths")
         metrics = {"n_docs": float(len(docs)), "n_tokens": float(int(known.sum())),
                    "token_preservation": float((substituted[known] == truth[known]).float().mean())}
-        lengths = [len(d) for d in docs]
         out_docs = list(torch.split(substituted.cpu(), lengths))
         if p.utility == "classifier":
-            metrics.update(self._utility(ctx, space, train, docs, out_docs, split, len(texts)))
-        observed = {"substituted_ids": substituted,
-                    "representations": torch.as_tensor(doc_features(out_docs, space, "mean_vectors"))}
-        if noisy is not None:
-            observed["embeddings"] = noisy
-            observed["representations"] = self._mean_rows(noisy, lengths, known)
-        view = ServerView(observed=observed, knowledge={"space": space},
-                          truth={"token_ids": truth, "doc_lengths": lengths,
-                                 "attributes": split.labels[:len(texts)] if split.labels else None})
-        width = 4 * space.dim if noisy is not None else 8
-        return DefenseResult(metrics, view, {"client_to_server": int(known.sum()) * width})
+            metrics.update(self._utility(ctx, space, st.train, docs, out_docs, st.split,
+                                         len(st.texts)))
+        view = wire.view(knowledge={"space": space},
+                         truth={"token_ids": truth, "doc_lengths": lengths,
+                                "attributes": st.split.labels[:len(st.texts)]
+                                if st.split.labels else None})
+        return DefenseResult(metrics, view, wire.summary())
+
+    @staticmethod
+    def _units(mechanism, docs) -> int:
+        """Units one privatized split releases: documents for sequence-level mechanisms, else tokens."""
+        if is_sequence_level(mechanism):
+            return sum(1 for d in docs if bool((d >= 0).any()))
+        return sum(int((d >= 0).sum()) for d in docs)
 
     def _train_docs(self, ctx, space) -> tuple[list[torch.Tensor], list[int] | None] | None:
         if "train" not in ctx.dataset.splits:
@@ -100,38 +147,11 @@ class PrivatizeText:
         docs = encode_docs(space, split.texts[:n], "drop", self.params.max_tokens_per_doc)
         return docs, (split.labels[:n] if split.labels is not None else None)
 
-    def _spend(self, ctx, mechanism, space, docs) -> None:
-        """Record the spends before anything is released: per token, or per document (sequence unit)."""
-        guarantee = mechanism.guarantee(space)
-        n_known = sum(int((d >= 0).sum()) for d in docs)
-        per_doc = getattr(guarantee, "unit", "token") == "sequence"
-        if isinstance(guarantee, DpGuarantee):
-            # (ε, δ) per token: a document's tokens compose, so the unit reported is one document
-            # and the count the longest document's released tokens (DP-Prompt's n·ε).
-            count = max((int((d >= 0).sum()) for d in docs), default=0)
-            label = f"{mechanism.name} (per document: up to {count} tokens composed)"
-        else:
-            count = sum(1 for d in docs if bool((d >= 0).any())) if per_doc else n_known
-            label = f"{mechanism.name} ({'documents' if per_doc else 'tokens'})"
-        if count:
-            ctx.ledger.spend(guarantee, label=label, count=count)
-        if hasattr(mechanism, "verbatim_mask") and docs:
-            n_verbatim = int(mechanism.verbatim_mask(torch.cat(docs).to(space.vectors.device),
-                                                     space).sum())
-            if n_verbatim:
-                ctx.ledger.spend(NoGuarantee(f"{n_verbatim} tokens released verbatim by "
-                                             f"{mechanism.name}'s policy (stop words)"),
-                                 label=f"{mechanism.name} verbatim tokens", count=n_verbatim)
-        n_oov = sum(int((d < 0).sum()) for d in docs)
-        if n_oov:
-            ctx.ledger.spend(NoGuarantee(f"{n_oov} out-of-vocabulary tokens released verbatim "
-                                         "(oov: keep)"), label="oov kept verbatim", count=n_oov)
-
     def _privatize(self, ctx, mechanism, space, docs, truth):
         """Substituted ids ``[N]`` and, for embedding mechanisms, the noisy vectors ``[N, d]``."""
         gen = ctx.generator(f"privatize_text/{mechanism.name}")
         known = truth >= 0
-        sequence_level = getattr(mechanism, "sequence_level", False)
+        sequence_level = is_sequence_level(mechanism)
         if mechanism.domain == "token":
             if sequence_level:
                 parts = [mechanism.privatize(d.to(ctx.device), space=space, generator=gen) for d in docs]
@@ -154,7 +174,9 @@ class PrivatizeText:
         return substituted, noisy
 
     @staticmethod
-    def _mean_rows(noisy, lengths, known) -> torch.Tensor:
+    def _mean_rows(noisy: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+        """Mean of each document's sent rows (all-zero rows are dropped out-of-vocabulary words)."""
+        known = noisy.abs().sum(1) > 0
         doc_of = torch.repeat_interleave(torch.arange(len(lengths), device=noisy.device),
                                          torch.tensor(lengths, device=noisy.device))
         sums = torch.zeros(len(lengths), noisy.shape[1], device=noisy.device)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
+from dpkit.testing.audit_contracts import DefenseAuditContract
 from dpkit.testing.contracts import AttackContract, DefenseContract, MechanismContract
 from dpkit.testing.samples import same_distribution
 
 _LAZY = tuple(name for name in ("strategies", "strategies_accounting", "strategies_tokens")
               if importlib.util.find_spec(f"dpkit.testing.{name}") is not None)
 
-__all__ = ["AttackContract", "DefenseContract", "MechanismContract", "same_distribution", *_LAZY]
+__all__ = ["AttackContract", "DefenseAuditContract", "DefenseContract", "MechanismContract",
+           "same_distribution", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -47,10 +47,12 @@ def dp_guarantees() -> st.SearchStrategy[DpGuarantee]:
     return dp_events().map(DpGuarantee)
 
 
-def metric_guarantees(spaces: tuple[str, ...] = ("glove",)) -> st.SearchStrategy[MetricDpGuarantee]:
-    """η-dχ guarantees in L2 over one of ``spaces``."""
+def metric_guarantees(spaces: tuple[str, ...] = ("glove",),
+                      units: tuple[str, ...] = ("token", "sequence")
+                      ) -> st.SearchStrategy[MetricDpGuarantee]:
+    """η-dχ guarantees in L2 over one of ``spaces``, per token or per sequence (``units``)."""
     return st.builds(MetricDpGuarantee, eta=etas, metric=st.just("l2"),
-                     space=st.sampled_from(spaces))
+                     space=st.sampled_from(spaces), unit=st.sampled_from(units))
 
 
 @st.composite

@@ -124,23 +124,39 @@ class CusText:
         return KAnonymityGuarantee(self.params.top_k, int(per_word.min()), below,
                                    self.params.epsilon)
 
+    def verbatim_mask(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """``[n]`` mask of words released unchanged: those without an output set (CusText+'s stop
+        words). They have no guarantee; the runner records ε = ∞ for them."""
+        group = self.groups(space).to(ids.device)
+        return (ids >= 0) & (group[ids.clamp_min(0)] < 0)
+
     def output_log_probs(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
         """Exact ``[n, V]`` output log-probabilities for ids ``[n]``."""
         ids = ids.to(space.vectors.device)
-        group = self.groups(space)
-        table = space.vectors.float()
-        same = group[ids].unsqueeze(1) == group.unsqueeze(0)
-        dist = torch.cdist(table[ids], table)
-        dist = torch.where(same, dist, torch.nan)
-        lo = torch.where(same, dist, torch.inf).min(1, keepdim=True).values
-        hi = torch.where(same, dist, -torch.inf).max(1, keepdim=True).values
-        utility = 1.0 - (dist - lo) / (hi - lo).clamp_min(1e-12)
-        logits = torch.where(same, 0.5 * self.params.epsilon * utility, -torch.inf)
-        out = torch.log_softmax(logits, dim=1)
+        group, members = self._sets(space)
+        out = torch.full((len(ids), space.size), -torch.inf, dtype=torch.float64, device=ids.device)
         verbatim = group[ids] < 0
-        out[verbatim] = -torch.inf
         out[verbatim, ids[verbatim]] = 0.0
+        rows = torch.nonzero(~verbatim).squeeze(1)
+        if len(rows):
+            cand, logits = self._set_logits(ids[rows], space, group, members)
+            keep = cand >= 0
+            out[rows.unsqueeze(1).expand_as(cand)[keep], cand[keep]] = torch.log_softmax(
+                logits, dim=1)[keep]
         return out
+
+    def _set_logits(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace, group: torch.Tensor,
+                    members: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Output sets ``[n, K]`` (−1 padded) of ids ``[n]`` and their float64 logits, from exact
+        differences: the sampler and :meth:`output_log_probs` share these numbers."""
+        cand = members[group[ids]]
+        valid = cand >= 0
+        table = space.vectors.double()
+        dist = (table[cand.clamp_min(0)] - table[ids].unsqueeze(1)).norm(dim=-1)
+        lo = torch.where(valid, dist, torch.inf).min(1, keepdim=True).values
+        hi = torch.where(valid, dist, -torch.inf).max(1, keepdim=True).values
+        utility = 1.0 - (dist - lo) / (hi - lo).clamp_min(1e-12)
+        return cand, torch.where(valid, 0.5 * self.params.epsilon * utility, -torch.inf)
 
     def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
                   generator: torch.Generator) -> torch.Tensor:
@@ -153,14 +169,7 @@ class CusText:
         out = x.clone()
         rows = torch.nonzero((x >= 0) & (group[x.clamp_min(0)] >= 0)).squeeze(1)
         if len(rows):
-            cand = members[group[x[rows]]]
-            table = space.vectors.float()
-            valid = cand >= 0
-            dist = (table[cand.clamp_min(0)] - table[x[rows]].unsqueeze(1)).norm(dim=-1)
-            lo = torch.where(valid, dist, torch.inf).min(1, keepdim=True).values
-            hi = torch.where(valid, dist, -torch.inf).max(1, keepdim=True).values
-            utility = 1.0 - (dist - lo) / (hi - lo).clamp_min(1e-12)
-            logits = torch.where(valid, 0.5 * self.params.epsilon * utility, -torch.inf)
+            cand, logits = self._set_logits(x[rows], space, group, members)
             pick = gumbel_argmax(logits, generator)
             out[rows] = cand.gather(1, pick.unsqueeze(1)).squeeze(1)
         return out

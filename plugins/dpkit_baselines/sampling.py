@@ -9,20 +9,26 @@ import torch
 import dpkit
 
 MAX_BLOCK = 2**23
+CANCELLATION = 1e-4
+"""Below this share of ‖x‖² + ‖y‖², the expanded ‖x − y‖² is recomputed from the differences."""
 
 
-def pairwise_l2(x: torch.Tensor, table: torch.Tensor, table_sq: torch.Tensor | None = None
-                ) -> torch.Tensor:
-    """Euclidean distances ``[n, V]`` between rows of ``x`` ``[n, d]`` and ``table`` ``[V, d]``."""
-    table_sq = (table * table).sum(1) if table_sq is None else table_sq
-    sq = torch.addmm(table_sq.unsqueeze(0), x, table.T, beta=1.0, alpha=-2.0)
-    return (sq + (x * x).sum(1, keepdim=True)).clamp_min_(0).sqrt_()
+def exact_pairwise_l2(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Float64 distances ``[n, V]``, exact to rounding: the fast expansion where it is accurate,
+    direct differences where it cancels (a token and itself, near neighbours)."""
+    x64, t64 = x.double(), table.double()
+    x_sq, t_sq = (x64 * x64).sum(1, keepdim=True), (t64 * t64).sum(1).unsqueeze(0)
+    sq = torch.addmm(t_sq, x64, t64.T, beta=1.0, alpha=-2.0) + x_sq
+    rows, cols = torch.nonzero(sq <= CANCELLATION * (x_sq + t_sq), as_tuple=True)
+    sq = sq.clamp_min_(0)
+    sq[rows, cols] = ((x64[rows] - t64[cols]) ** 2).sum(1)
+    return sq.sqrt_()
 
 
 def gumbel_argmax(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One categorical draw per row of ``logits`` (unnormalised log-probabilities), via Gumbel-max."""
-    u = torch.rand(logits.shape, generator=generator, device=logits.device)
-    gumbel = -torch.log(-torch.log(u.clamp_min(1e-30)))
+    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
+    gumbel = -torch.log(-torch.log(u.clamp_min(1e-300)))
     return (logits + gumbel).argmax(dim=-1)
 
 

@@ -10,7 +10,7 @@ from pydantic import Field
 import dpkit
 from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
 
-from dpkit_baselines.sampling import frequency_rank, pairwise_l2, sample_by_id
+from dpkit_baselines.sampling import exact_pairwise_l2, frequency_rank, sample_by_id
 
 
 class SanText:
@@ -38,8 +38,8 @@ class SanText:
 
     def sampling_log_probs(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
         """``[n, V]`` log-probabilities of the exponential-mechanism draw for known ids ``[n]``."""
-        table = space.vectors.float()
-        logits = -0.5 * self.params.epsilon * pairwise_l2(table[ids], table)
+        table = space.vectors
+        logits = -0.5 * self.params.epsilon * exact_pairwise_l2(table[ids], table)
         logits[:, ~self.output_mask(space)] = -torch.inf
         return torch.log_softmax(logits, dim=1)
 

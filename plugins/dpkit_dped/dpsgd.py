@@ -22,10 +22,11 @@ from dpkit_dped.sgd import (
     opacus_clipped_sum,
     sparse_clipped_sum,
     train_dpsgd,
+    train_dpsgd_documents,
 )
 
 __all__ = ["DpedDpsgd", "DpedNonPrivateSgd", "SkipGramNS", "opacus_clipped_sum",
-           "sparse_clipped_sum", "train_dpsgd"]
+           "sparse_clipped_sum", "train_dpsgd", "train_dpsgd_documents"]
 
 
 class SgdParams(CorpusParams):
@@ -48,13 +49,13 @@ def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm:
     tokens, lengths = document_tensor(encode(setup.private_texts, setup.vocab), p.max_doc_len)
     counts = torch.tensor(setup.vocab.counts, dtype=torch.float32, device=ctx.device) ** 0.75
     start = public_model(ctx, setup, p) if p.init == "public" else None
-    model = train_dpsgd(tokens.to(ctx.device), lengths.to(ctx.device), counts / counts.sum(),
-                        pairs_per_doc=p.pairs_per_doc, window=p.window, dim=p.dim,
-                        negatives=p.negative, noise_multiplier=noise_multiplier,
-                        max_grad_norm=max_grad_norm, sampling_rate=p.sampling_rate, steps=steps,
-                        lr=p.lr, generator=ctx.generator("dped-dpsgd"), clipping=clipping,
-                        optimizer=p.optimizer, momentum=p.momentum, init=start,
-                        validation=tuple(x.to(ctx.device) for x in setup.validation))
+    model = train_dpsgd_documents(
+        tokens.to(ctx.device), lengths.to(ctx.device), counts / counts.sum(),
+        pairs_per_doc=p.pairs_per_doc, window=p.window, dim=p.dim, negatives=p.negative,
+        noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
+        sampling_rate=p.sampling_rate, steps=steps, lr=p.lr, generator=ctx.generator("dped-dpsgd"),
+        clipping=clipping, optimizer=p.optimizer, momentum=p.momentum, init=start,
+        validation=tuple(x.to(ctx.device) for x in setup.validation))
     return setup, model, start
 
 

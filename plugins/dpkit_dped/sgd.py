@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -77,27 +78,28 @@ def opacus_clipped_sum(module, centers, targets, mask, max_norm: float):
     return sums, norms, losses.detach()
 
 
-def train_dpsgd(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Tensor, *,
-                pairs_per_doc: int, window: int, dim: int, negatives: int, noise_multiplier: float,
-                max_grad_norm: float, sampling_rate: float, steps: int, lr: float,
-                generator: torch.Generator, opacus_accountant=None, clipping: str = "sparse",
-                validation: tuple[torch.Tensor, torch.Tensor] | None = None,
-                curve_points: int = 20, optimizer: str = "sgd", momentum: float = 0.9,
-                init: WordModel | None = None) -> WordModel:
-    """Run ``steps`` DP-SGD steps over documents ``tokens [n, L]``; returns the model with its curve.
+def train_on_pairs(n: int, draw: Callable, neg_probs: torch.Tensor, *, dim: int, negatives: int,
+                   noise_multiplier: float, max_grad_norm: float, sampling_rate: float, steps: int,
+                   lr: float, generator: torch.Generator, opacus_accountant=None,
+                   clipping: str = "sparse",
+                   validation: tuple[torch.Tensor, torch.Tensor] | None = None,
+                   curve_points: int = 20, optimizer: str = "sgd", momentum: float = 0.9,
+                   init: WordModel | None = None) -> WordModel:
+    """Run ``steps`` DP-SGD steps over ``n`` documents; returns the model with its curve.
 
-    Each step Poisson-samples documents at rate q, draws ``pairs_per_doc`` fresh (center, context)
-    pairs within ``window`` from each sampled document, clips each document's gradient to
-    ``max_grad_norm`` (``clipping``: ``sparse`` rows or Opacus' dense per-sample gradients),
-    adds N(0, (z·C)²) to every coordinate of both tables and divides by the expected batch size
-    (Opacus' convention), then takes an ``optimizer`` step (``sgd`` with ``momentum``, or ``adam``,
-    whose per-coordinate scaling amplifies the noise on rows no document touched). ``opacus_accountant``, when given, is stepped
-    alongside so its ε can be compared with dpkit's ledger. The curve records, ``curve_points``
-    times, the mean training loss per pair of the batches since the last point and the validation pairs'
-    log perplexity. ``init`` (a public model) replaces the random start: fine-tuning.
+    Each step Poisson-samples documents at rate q, takes their (center, context) pairs from
+    ``draw(batch ids, generator)`` (``[B, P]`` centers, contexts, mask), clips each document's
+    gradient to ``max_grad_norm`` (``clipping``: ``sparse`` rows or Opacus' dense per-sample
+    gradients), adds N(0, (z·C)²) to every coordinate of both tables and divides by the expected
+    batch size (Opacus' convention), then takes an ``optimizer`` step (``sgd`` with ``momentum``,
+    or ``adam``, whose per-coordinate scaling amplifies the noise on untouched rows).
+    ``opacus_accountant``, when given, is stepped alongside so its ε can be compared with dpkit's
+    ledger. The curve records, ``curve_points`` times, the mean training loss per pair since the
+    last point and the validation pairs' log perplexity. ``init`` (a public model) replaces the
+    random start: fine-tuning.
     """
     dev = generator.device
-    n, vocab_size = len(tokens), len(neg_probs)
+    vocab_size = len(neg_probs)
     model = SkipGramNS(vocab_size, dim, generator).to(dev)
     if init is not None:
         with torch.no_grad():
@@ -121,8 +123,7 @@ def train_dpsgd(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Te
     seen, loss_sum = 0.0, 0.0
     for step in range(1, steps + 1):
         batch = (torch.rand(n, generator=generator, device=dev) < sampling_rate).nonzero().squeeze(1)
-        c, x, m = draw_pairs(tokens[batch].to(dev), lengths[batch].to(dev), pairs_per_doc, window,
-                             generator)
+        c, x, m = draw(batch, generator)
         neg = torch.multinomial(neg_probs, max(x.numel(), 1) * negatives, replacement=True,
                                 generator=generator)[:x.numel() * negatives]
         sums, _, losses = clipped(c, torch.cat([x.unsqueeze(-1), neg.view(*x.shape, negatives)], -1), m)
@@ -144,3 +145,29 @@ def train_dpsgd(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Te
     trained = model.word_model()
     trained.curve = curve
     return trained
+
+
+def train_dpsgd_documents(tokens: torch.Tensor, lengths: torch.Tensor, neg_probs: torch.Tensor, *,
+                          pairs_per_doc: int, window: int, **train) -> WordModel:
+    """DP-SGD over documents ``tokens [n, L]`` (``lengths [n]``): each step draws
+    ``pairs_per_doc`` fresh pairs within ``window`` from every sampled document; ``train`` as in
+    :func:`train_on_pairs`."""
+    dev = train["generator"].device
+
+    def draw(batch, generator):
+        return draw_pairs(tokens[batch].to(dev), lengths[batch].to(dev), pairs_per_doc, window,
+                          generator)
+
+    return train_on_pairs(len(tokens), draw, neg_probs, **train)
+
+
+def train_dpsgd(centers: torch.Tensor, contexts: torch.Tensor, mask: torch.Tensor,
+                neg_probs: torch.Tensor, **train) -> WordModel:
+    """DP-SGD over documents given as fixed pairs ``[n, P]`` (centers, contexts, mask), e.g. the
+    audit's canary documents; ``train`` as in :func:`train_on_pairs`."""
+    dev = train["generator"].device
+
+    def draw(batch, generator):
+        return centers[batch].to(dev), contexts[batch].to(dev), mask[batch].to(dev)
+
+    return train_on_pairs(len(centers), draw, neg_probs, **train)

@@ -31,7 +31,7 @@ from dpkit_dped.corpus import (
 )
 from dpkit_dped.evaluation import perplexity
 from dpkit_dped.pipeline import split_validation
-from dpkit_dped.sgd import train_dpsgd
+from dpkit_dped.sgd import train_dpsgd_documents
 from dpkit_dped.skipgram import train_gensim
 from dpkit_dped.sources import texts_of
 
@@ -44,7 +44,7 @@ def pilot_loss(tokens, lengths, neg_probs, validation, *, z: float, rate: float,
     """Public validation log perplexity after ``steps`` DP-SGD steps, and whether its curve converged."""
     from dpkit.training import converged
 
-    model = train_dpsgd(tokens, lengths, neg_probs, pairs_per_doc=args.pairs_per_doc,
+    model = train_dpsgd_documents(tokens, lengths, neg_probs, pairs_per_doc=args.pairs_per_doc,
                         window=args.window, dim=args.dim, negatives=5, noise_multiplier=z,
                         max_grad_norm=1.0, sampling_rate=rate, steps=steps, lr=args.lr,
                         generator=torch.Generator().manual_seed(seed), validation=validation,

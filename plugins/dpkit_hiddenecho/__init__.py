@@ -5,12 +5,11 @@ from dpkit_hiddenecho.defense import HiddenEcho, HiddenEchoFull, HiddenEchoLdp
 from dpkit_hiddenecho.denoiser import GatedResidualDenoiser
 from dpkit_hiddenecho.layer_filter import layer_contributions, select_layers
 from dpkit_hiddenecho.mine import MineEstimator, donsker_varadhan
-from dpkit_hiddenecho.wire import WireMeter
 
 DEFENSES = (HiddenEcho, HiddenEchoFull, HiddenEchoLdp)
 
 __all__ = ["GatedResidualDenoiser", "HiddenEcho", "HiddenEchoFull", "HiddenEchoLdp",
-           "MineEstimator", "WireMeter", "donsker_varadhan", "layer_contributions",
+           "MineEstimator", "donsker_varadhan", "layer_contributions",
            "select_layers"]
 
 

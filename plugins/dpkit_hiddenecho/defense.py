@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
@@ -10,12 +11,21 @@ import torch
 import dpkit
 from dpkit.attacks import knn_recovery
 from dpkit.metrics import accuracy, auc
+from dpkit.releases import declare_releases
+from dpkit.wire import DOWN, UP
 from dpkit_hiddenecho.data import batches, pad_batch, privatize_split, tokenize_unpadded
-from dpkit_hiddenecho.layer_filter import evenly_spaced_layers, layer_contributions, select_layers
+from dpkit_hiddenecho.layer_filter import (
+    evenly_spaced_layers,
+    layer_contributions,
+    select_layers,
+)
 from dpkit_hiddenecho.params import HiddenEchoFullParams, HiddenEchoParams, LdpParams
 from dpkit_hiddenecho.protocol import Layout, SplitProtocol
 from dpkit_hiddenecho.server import attach_lora, private_copy
-from dpkit_hiddenecho.wire import DOWN, UP, WireMeter
+
+GRADIENTS_REASON = ("training-time gradients of the returned hidden states, sent up every step, "
+                    "computed from the clean embeddings and the private labels: not covered by the "
+                    "η-dχ noise (the paper's own caveat)")
 
 
 def split_of(dataset, name: str, cap: int | None) -> tuple[list[str], list[int]]:
@@ -54,41 +64,63 @@ class HiddenEchoLdp:
         return Layout(layers=(model.num_layers - 1,), width=model.hidden_size,
                       reduce_on_server=False, denoise=False)
 
-    def run(self, ctx) -> dpkit.DefenseResult:
-        """Privatize, fine-tune through the metered split, evaluate; report metrics and the view."""
+    def _prepared(self, ctx) -> SimpleNamespace:
+        """Mechanism, space, texts and token ids for ``ctx``, computed once per context."""
+        cached = getattr(self, "_state", None)
+        if cached is not None and cached.ctx is ctx:
+            return cached
         p, model = self.params, ctx.model
         if model is None or not hasattr(model, "server_forward"):
             raise ValueError(f"{self.name} needs a split model (spec `model:`, e.g. minilm or "
                              f"tiny-encoder), got {type(model).__name__}")
         mechanism = ctx.build("mechanism", "laplace_dx", {"eta": p.eta, "clip_bound": p.clip_bound})
-        space = model.as_space()
         texts = {s: split_of(ctx.dataset, getattr(p, f"{s}_split"), getattr(p, f"{s}_examples"))
                  for s in ("train", "test")}
         ids = {s: tokenize_unpadded(model, texts[s][0], p.max_length) for s in texts}
-        n_tokens = sum(int(t.numel()) for s in ids for t in ids[s])
-        ctx.ledger.spend(mechanism.guarantee(space), count=n_tokens,
-                         label=f"{self.name}: laplace_dx η={p.eta:g} on every train+test token "
-                               "embedding, drawn once and reused across epochs")
-        data = {s: privatize_split(model, ids[s], texts[s][1], mechanism, space,
+        self._state = SimpleNamespace(ctx=ctx, mechanism=mechanism, space=model.as_space(),
+                                      texts=texts, ids=ids)
+        return self._state
+
+    def releases(self, ctx) -> list[dpkit.Release]:
+        """Noisy token embeddings (η per token, reused each epoch), masks, and the gradients."""
+        p, st = self.params, self._prepared(ctx)
+        n_tokens = sum(int(t.numel()) for s in st.ids for t in st.ids[s])
+        steps = p.epochs * -(-len(st.ids["train"]) // p.batch_size)
+        return [
+            dpkit.Release("embeddings", st.mechanism.guarantee(st.space),
+                          f"{self.name}: laplace_dx η={p.eta:g} on every train+test token "
+                          "embedding, drawn once and reused across epochs", count=n_tokens,
+                          reusable=True),
+            dpkit.Release("mask", None, "attention masks: token counts, public under dχ's "
+                          "equal-length neighbours", covered_by="embeddings"),
+            dpkit.Release.uncovered("gradients", GRADIENTS_REASON, count=steps),
+        ]
+
+    def run(self, ctx) -> dpkit.DefenseResult:
+        """Privatize, fine-tune through ``ctx.wire``, evaluate; report metrics and the view."""
+        declare_releases(self, ctx)
+        p, model, st = self.params, ctx.model, self._prepared(ctx)
+        space, texts, ids = st.space, st.texts, st.ids
+        data = {s: privatize_split(model, ids[s], texts[s][1], st.mechanism, space,
                                    ctx.generator(f"hiddenecho/noise/{s}")) for s in texts}
         work = private_copy(model)
         n_classes = len(ctx.dataset.label_names or ()) or int(data["train"].labels.max()) + 1
         layout = self.layout(work, data["train"], ctx)
         attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets, p.lora_layers)
         pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
-        wire = WireMeter()
-        proto = SplitProtocol(work, layout, n_classes, pooling, wire,
+        proto = SplitProtocol(work, layout, n_classes, pooling, ctx.wire,
                               ctx.generator("hiddenecho/mine", "cpu"))
         metrics = self.train(proto, data["train"], ctx)
-        metrics.update(self.evaluate(proto, data["test"], ctx))
-        specials = model.special_token_ids()
-        metrics.update(ep=1.0 - self.inversion(data["test"], space, specials),
+        scores, truth = self.evaluate(proto, data["test"], ctx, model.special_token_ids())
+        metrics.update(scores)
+        observed = ctx.wire.observed.get("embeddings", torch.zeros(0, model.hidden_size))
+        metrics.update(ep=1.0 - self.inversion(observed, truth, space),
                        layers_sent=float(len(layout.layers)),
                        lowest_layer_sent=float(min(layout.layers)), width_sent=float(
                            layout.width if layout.reduce_on_server else model.hidden_size),
-                       tokens_privatized=float(n_tokens))
-        return dpkit.DefenseResult(metrics, self.view(data["test"], space, specials),
-                                   wire.summary())
+                       tokens_privatized=float(data["train"].n_tokens + data["test"].n_tokens))
+        view = ctx.wire.view(knowledge={"space": space}, truth={"token_ids": truth})
+        return dpkit.DefenseResult(metrics, view, ctx.wire.summary())
 
     def train(self, proto: SplitProtocol, split, ctx) -> dict[str, float]:
         """Fine-tune client modules and server LoRA end to end; time each epoch."""
@@ -126,35 +158,32 @@ class HiddenEchoLdp:
                 "bytes_up_per_batch_train": proto.wire.per_batch("train", UP),
                 "bytes_down_per_batch_train": proto.wire.per_batch("train", DOWN)}
 
-    def evaluate(self, proto: SplitProtocol, split, ctx) -> dict[str, float]:
-        """AUC and accuracy on the test split; inference bytes per batch."""
+    def evaluate(self, proto: SplitProtocol, split, ctx,
+                 specials: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:
+        """AUC, accuracy and inference bytes per batch on the test split, and the ids of the
+        first ``attack_tokens`` non-special test tokens the view keeps (in sending order)."""
         proto.train(False)
         proto.wire.phase = "eval"
+        proto.wire.keep("embeddings", self.params.attack_tokens)
         pad = proto.model.tokenizer.pad_token_id
-        probs = torch.cat([proto.predict(noisy, clean, mask) for _i, noisy, clean, mask, _y
-                           in batches(proto.model, split, self.params.batch_size, pad)])
-        return {"auc": auc(probs, split.labels), "accuracy": accuracy(probs.argmax(-1), split.labels),
-                "bytes_per_batch_eval": proto.wire.per_batch("eval"),
-                "bytes_down_per_batch_eval": proto.wire.per_batch("eval", DOWN)}
+        probs, kept = [], []
+        for ids, noisy, clean, mask, _y in batches(proto.model, split, self.params.batch_size, pad):
+            shown = mask & ~torch.isin(ids, specials.to(ids.device))
+            probs.append(proto.predict(noisy, clean, mask, observe_rows=shown))
+            kept.append(ids[shown])
+        probs_all = torch.cat(probs)
+        truth = torch.cat(kept)[:self.params.attack_tokens] if kept else torch.zeros(0).long()
+        return ({"auc": auc(probs_all, split.labels),
+                 "accuracy": accuracy(probs_all.argmax(-1), split.labels),
+                 "bytes_per_batch_eval": proto.wire.per_batch("eval"),
+                 "bytes_down_per_batch_eval": proto.wire.per_batch("eval", DOWN)}, truth)
 
-    def attack_tokens(self, split, specials: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Up to ``attack_tokens`` noisy test-token embeddings (special tokens left out) and ids."""
-        ids, noisy = torch.cat(split.ids), torch.cat(split.noisy)
-        special = torch.isin(ids, specials.to(ids.device))
-        return noisy[~special][:self.params.attack_tokens], ids[~special][:self.params.attack_tokens]
-
-    def inversion(self, split, space, specials: torch.Tensor) -> float:
-        """Top-1 nearest-neighbour inversion accuracy on the transmitted noisy embeddings."""
-        queries, truth = self.attack_tokens(split, specials)
+    @staticmethod
+    def inversion(observed: torch.Tensor, truth: torch.Tensor, space) -> float:
+        """Top-1 nearest-neighbour inversion accuracy on the sent noisy test embeddings."""
         if truth.numel() == 0:
             return float("nan")
-        return knn_recovery(queries, space.vectors.to(queries.device), truth, (1,))[1]
-
-    def view(self, split, space, specials: torch.Tensor) -> dpkit.ServerView:
-        """Noisy token embeddings the server received, for the generic ``nn_inversion`` attack."""
-        queries, truth = self.attack_tokens(split, specials)
-        return dpkit.ServerView(observed={"embeddings": queries}, knowledge={"space": space},
-                                truth={"token_ids": truth})
+        return knn_recovery(observed, space.vectors.to(observed.device), truth, (1,))[1]
 
 
 class HiddenEcho(HiddenEchoLdp):
@@ -187,6 +216,8 @@ class HiddenEcho(HiddenEchoLdp):
         pick = torch.randperm(len(train), generator=ctx.generator("hiddenecho/ig", "cpu"))
         _ids, noisy, _clean, mask, _y = pad_batch(model, train, pick[:p.ig_samples].tolist(),
                                                   model.tokenizer.pad_token_id)
+        ctx.wire.phase = "layer_filter"
+        noisy = ctx.wire.send("embeddings", noisy, rows=mask)  # the server scores received rows
         scores = layer_contributions(model, noisy, mask, p.ig_steps, baseline=p.ig_baseline)
         layers = select_layers(scores, p.top_k, model.num_layers, p.keep_last)
         ctx.say(f"{self.name}: sending blocks {layers}; IG contributions "

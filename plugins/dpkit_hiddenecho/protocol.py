@@ -1,4 +1,4 @@
-"""One split training / inference step of HiddenEcho, with every crossing metered on the wire."""
+"""One split training / inference step of HiddenEcho; every crossing goes through ``dpkit.Wire``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from dpkit.wire import DOWN, UP, Wire
 from dpkit_hiddenecho.denoiser import Downsampler, GatedResidualDenoiser, TaskHead
 from dpkit_hiddenecho.mine import MineEstimator, sample_tokens, token_rows
 from dpkit_hiddenecho.server import block_outputs
-from dpkit_hiddenecho.wire import DOWN, UP, WireMeter
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class SplitProtocol:
     """Client and server parts of one HiddenEcho deployment talking only through ``wire``."""
 
     def __init__(self, model, layout: Layout, n_classes: int, pooling: str,
-                 wire: WireMeter, generator: torch.Generator) -> None:
+                 wire: Wire, generator: torch.Generator) -> None:
         self.model, self.layout, self.wire, self.generator = model, layout, wire, generator
         dim = model.hidden_size
         self.client = ClientModules(layout, dim, n_classes, pooling).to(model.device)
@@ -102,11 +102,12 @@ class SplitProtocol:
              labels: torch.Tensor) -> float:
         """One training step; returns the task loss. Gradients cross the wire like activations."""
         w = self.wire
-        noisy_s, mask_s = w.transfer(noisy, UP, "embeddings"), w.transfer(mask, UP, "mask")
+        noisy_s = w.send("embeddings", noisy, UP, rows=mask)
+        mask_s = w.send("mask", mask, UP)
         sent = self.server_forward(noisy_s, mask_s)
         idx = sample_tokens(mask, self.layout.mine_tokens, self.generator)
         server_ib = self.ib_term(self.server.mine_in, token_rows(noisy_s, idx), sent, idx)
-        received = [w.transfer(h, DOWN, "hidden_states", requires_grad=h.requires_grad)
+        received = [w.send("hidden_states", h, DOWN, requires_grad=h.requires_grad)
                     for h in sent]
         out, logits = self.client_forward(clean, received, mask)
         task = nn.functional.cross_entropy(logits, labels)
@@ -114,7 +115,8 @@ class SplitProtocol:
         (task - self.layout.ib_alpha * self.layout.ib_beta * client_ib).backward()
         # Gradients go back only for states with something trainable behind them on the server.
         tensors = [h for h in sent if h.requires_grad]
-        grad_outputs = [w.transfer(r.grad, UP, "gradients") for r in received if r.requires_grad]
+        grad_outputs = [w.send("gradients", r.grad, UP, units=1)
+                        for r in received if r.requires_grad]
         if server_ib.requires_grad:
             tensors.append(self.layout.ib_alpha * server_ib)
             grad_outputs.append(None)
@@ -136,12 +138,15 @@ class SplitProtocol:
         return total / len(critics)
 
     @torch.no_grad()
-    def predict(self, noisy: torch.Tensor, clean: torch.Tensor,
-                mask: torch.Tensor) -> torch.Tensor:
-        """Inference: class probabilities ``[B, C]``; the wire meters this phase too."""
+    def predict(self, noisy: torch.Tensor, clean: torch.Tensor, mask: torch.Tensor,
+                observe_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Inference: class probabilities ``[B, C]``; ``observe_rows`` marks the sent rows the
+        attacks' view keeps (under ``"embeddings"``)."""
         w = self.wire
-        noisy_s, mask_s = w.transfer(noisy, UP, "embeddings"), w.transfer(mask, UP, "mask")
-        received = [w.transfer(h, DOWN, "hidden_states") for h in self.server_forward(noisy_s, mask_s)]
+        noisy_s = w.send("embeddings", noisy, UP, rows=mask, observe="embeddings",
+                         observe_rows=observe_rows)
+        mask_s = w.send("mask", mask, UP)
+        received = [w.send("hidden_states", h, DOWN) for h in self.server_forward(noisy_s, mask_s)]
         _, logits = self.client_forward(clean, received, mask)
         w.end_batch()
         return logits.softmax(-1)

@@ -9,12 +9,17 @@ import torch
 from pydantic import Field
 
 import dpkit
+from dpkit import Release
 from dpkit.accounting import NoGuarantee
 from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
 from dpkit_obfuslm.obfuscate import ObfuscatedTables, install_tables, obfuscate_tables
 
 PLAINTEXT_REASON = ("plaintext baseline: the server receives the real token ids and the original "
                     "embedding table, so nothing is hidden")
+IDS_REASON = ("the obfuscated id stream is deterministic: every occurrence of a token gets the same "
+              "id, so token frequencies and co-occurrences cross unchanged (a substitution cipher "
+              "that the (k, ε) of the tables does not cover)")
+LABELS_REASON = "task labels are sent to the server in plaintext for fine-tuning"
 
 
 class ObfuscationParams(dpkit.Params):
@@ -39,15 +44,13 @@ def obfuscation_knowledge(p: ObfuscationParams) -> dict:
 
 def obfuscate_model(ctx, server: torch.nn.Module, table: torch.Tensor, head: torch.Tensor | None,
                     p: ObfuscationParams) -> tuple[ObfuscatedTables, dict[str, float]]:
-    """Obfuscate tables, record the spend on the ledger, then install them (and ObfusLM+) in
-    ``server`` (a copy the server will receive). Returns the tables and metrics."""
+    """Obfuscate tables and install them (and ObfusLM+) in ``server`` (the copy the server will
+    receive); nothing is sent here. Returns the tables and metrics; see :func:`releases`."""
     started = time.perf_counter()
     gen = ctx.generator("obfuslm.obfuscate")
     tables = obfuscate_tables(table, head, k=p.k, beta=p.beta, epsilon=p.epsilon, generator=gen,
                               calibration=p.calibration)
     guarantee = tables.guarantee()
-    ctx.ledger.spend(guarantee, label=f"obfuslm tables (k={p.k}, eps={p.epsilon}, "
-                                      f"{p.calibration} noise)")
     install_tables(server, tables)
     sizes = tables.clusters.sizes.float()
     w = tables.weights
@@ -69,9 +72,23 @@ def obfuscate_model(ctx, server: torch.nn.Module, table: torch.Tensor, head: tor
     return tables, metrics
 
 
-def record_plaintext(ctx) -> None:
-    """The plaintext baseline's ledger entry: no guarantee, with the reason."""
-    ctx.ledger.spend(NoGuarantee(PLAINTEXT_REASON), label="obfuslm plaintext baseline")
+def releases(tables: ObfuscatedTables | None, p: ObfuscationParams | None, n_ids: int,
+             n_labels: int) -> list[Release]:
+    """What the client sends: the obfuscated tables ((k, ε)), the id stream and the labels (∞).
+
+    The plaintext baseline (``tables=None``) sends the real ids: one ∞ entry with its reason.
+    """
+    out = []
+    if tables is None:
+        out.append(Release("token_ids", NoGuarantee(PLAINTEXT_REASON),
+                           "obfuslm plaintext baseline: real token ids", count=max(1, n_ids)))
+    else:
+        out.append(Release("tables", tables.guarantee(), f"obfuslm tables (k={p.k}, "
+                           f"eps={p.epsilon}, {p.calibration} noise; per token)"))
+        out.append(Release.uncovered("token_ids", IDS_REASON, count=max(1, n_ids)))
+    if n_labels:
+        out.append(Release.uncovered("labels", LABELS_REASON, count=n_labels))
+    return out
 
 
 def public_documents(ctx, dataset: str | None, params: dict, fallback: list[str],
@@ -84,12 +101,12 @@ def public_documents(ctx, dataset: str | None, params: dict, fallback: list[str]
     return list(data[split].texts[:limit])
 
 
-def build_view(observed_table: torch.Tensor, sent: list[torch.Tensor], truth: list[torch.Tensor],
-               original_table: torch.Tensor, public_ids: list[torch.Tensor],
-               special_ids: torch.Tensor, knowledge: dict, forward: torch.Tensor) -> dpkit.ServerView:
-    """The ServerView the ObfusLM attacks read."""
-    return dpkit.ServerView(
-        observed={"obfuscated_table": observed_table.detach(), "token_ids": sent},
+def build_view(wire: dpkit.Wire, truth: list[torch.Tensor], original_table: torch.Tensor,
+               public_ids: list[torch.Tensor], special_ids: torch.Tensor, knowledge: dict,
+               forward: torch.Tensor) -> dpkit.ServerView:
+    """The ServerView the ObfusLM attacks read: ``obfuscated_table`` and ``token_ids`` as
+    observed on ``wire``, the public table and corpus as knowledge, the key as truth."""
+    return wire.view(
         knowledge={"original_table": original_table.detach(), "public_token_ids": public_ids,
                    "special_ids": special_ids, "obfuscation": knowledge},
         truth={"token_ids": truth, "vocab_key": forward})

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import copy
 import time
+from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
 from pydantic import Field
 
 import dpkit
-from dpkit_obfuslm.classify import EncoderClassifier, accuracy, fine_tune
+from dpkit.releases import declare_releases
+from dpkit.wire import DOWN
+from dpkit_obfuslm.classify import EncoderClassifier, fine_tune, predict
 from dpkit_obfuslm.client import ObfusClient
-from dpkit_obfuslm.common import (ObfuscationParams, build_view, obfuscate_model,
-                                  obfuscation_knowledge, public_documents, record_plaintext)
+from dpkit_obfuslm.common import (
+    ObfuscationParams,
+    build_view,
+    obfuscate_model,
+    obfuscation_knowledge,
+    public_documents,
+    releases,
+)
 from dpkit_obfuslm.obfuscate import VocabKey
 
 
@@ -55,48 +64,82 @@ def _split(ctx, p: TrainParams):
             test.labels[:n_test], held_out, len(data.label_names or set(train.labels)))
 
 
-def run_classification(ctx, p: TrainParams, obfuscation: ObfuscationParams | None
-                       ) -> dpkit.DefenseResult:
-    """Obfuscate (or not), fine-tune on the server, evaluate, and assemble the server view."""
-    model = ctx.model
+def _prepared(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleNamespace:
+    """Data, the server's model copy, the obfuscated tables and the encoded splits, once per ctx."""
+    cached = getattr(defense, "_state", None)
+    if cached is not None and cached.ctx is ctx:
+        return cached
+    p, model = defense.params, ctx.model
     if model is None or model.causal:
         raise ValueError("obfuslm classification needs an encoder model (e.g. minilm or "
                          "tiny-encoder) as the spec's model")
     x_train, y_train, x_test, y_test, held_out, n_labels = _split(ctx, p)
     server = copy.deepcopy(model.server)
     table = model.embedding_table.float()
-    if obfuscation is None:
-        record_plaintext(ctx)
-        key, metrics = VocabKey.identity(model.vocab_size), {}
-    else:
+    tables, metrics = None, {}
+    if obfuscation is not None:
         tables, metrics = obfuscate_model(ctx, server, table, None, obfuscation)
-        key = tables.key
+    key = tables.key if tables is not None else VocabKey.identity(model.vocab_size)
     client = ObfusClient(model, key, p.max_length)
-    train_sent, test_sent = client.tokenize(x_train, y_train), client.tokenize(x_test, y_test)
-    classifier = EncoderClassifier(server, model.hidden_size, n_labels).to(ctx.device)
+    defense._state = SimpleNamespace(
+        ctx=ctx, server=server, table=table, tables=tables, metrics=metrics, key=key,
+        client=client, held_out=held_out, n_labels=n_labels,
+        train=client.tokenize(x_train, y_train), test=client.tokenize(x_test, y_test))
+    return defense._state
+
+
+def classification_releases(defense, ctx, obfuscation: ObfuscationParams | None) -> list:
+    """Tables ((k, ε) per token), the id streams and the labels (∞ with reasons), and masks."""
+    st = _prepared(defense, ctx, obfuscation)
+    n_ids = int(st.train.mask.sum() + st.test.mask.sum())
+    return [*releases(st.tables, obfuscation, n_ids, len(st.train)),
+            dpkit.Release("mask", None, "attention masks: text lengths, sent with the ids",
+                          covered_by="token_ids")]
+
+
+def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> dpkit.DefenseResult:
+    """Obfuscate (or not), send through ``ctx.wire``, fine-tune on the server, evaluate, view."""
+    declare_releases(defense, ctx)
+    p, model, wire = defense.params, ctx.model, ctx.wire
+    st = _prepared(defense, ctx, obfuscation)
+    metrics = dict(st.metrics)
+    if st.tables is not None:
+        wire.send("tables", st.tables.embeddings, units=1)
+    for name, split in (("train", st.train), ("test", st.test)):
+        wire.send("token_ids", split.ids, units=int(split.mask.sum()), observe=f"{name}_ids")
+        wire.send("mask", split.mask, observe=f"{name}_mask")
+    wire.send("labels", st.train.labels, units=len(st.train))
+    classifier = EncoderClassifier(st.server, model.hidden_size, st.n_labels).to(ctx.device)
     started = time.perf_counter()
     gen = ctx.generator("obfuslm.train")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(ctx.numpy_seed("obfuslm.head"))
         classifier.head.reset_parameters()
-    metrics["train_loss"] = fine_tune(classifier, train_sent, epochs=p.epochs,
+    metrics["train_loss"] = fine_tune(classifier, st.train, epochs=p.epochs,
                                       batch_size=p.batch_size, lr=p.lr, head_lr=p.head_lr,
                                       generator=gen, say=ctx.say)
     metrics["train_s"] = time.perf_counter() - started
-    metrics["accuracy"] = accuracy(classifier, test_sent)
-    sent = (train_sent.documents() + test_sent.documents())[: p.attack_docs]
-    truth = [key.decode(ids) for ids in sent]
-    public = public_documents(ctx, p.public_dataset, p.public_params, held_out, p.public_max)
-    public_ids = client.original_ids(public).documents() if public else []
-    observed_table = server.get_input_embeddings().weight
-    view = build_view(observed_table, sent, truth, table, public_ids, model.special_token_ids(),
-                      obfuscation_knowledge(obfuscation) if obfuscation else {}, key.forward)
-    vocab, dim = observed_table.shape
-    n_ids = int(train_sent.mask.sum() + test_sent.mask.sum())
-    wire = {"ids_up": 4 * n_ids, "labels_up": 8 * len(train_sent), "predictions_down": 8 * len(test_sent)}
-    if obfuscation is not None:
-        wire["tables_up"] = 4 * vocab * dim
-    return dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire)
+    predictions = predict(classifier, st.test)
+    wire.send("predictions", predictions, DOWN)
+    metrics["accuracy"] = float((predictions == st.test.labels.cpu()).float().mean())
+    wire.derive("token_ids", lambda *parts: _documents(*parts)[: p.attack_docs],
+                "train_ids", "train_mask", "test_ids", "test_mask")
+    weight = st.server.get_input_embeddings().weight.detach()
+    wire.derive("obfuscated_table", lambda *_: weight, "token_ids")  # the server's own model
+    truth = [st.key.decode(ids) for ids in wire.observed["token_ids"]]
+    public = public_documents(ctx, p.public_dataset, p.public_params, st.held_out, p.public_max)
+    public_ids = st.client.original_ids(public).documents() if public else []
+    view = build_view(wire, truth, st.table, public_ids, model.special_token_ids(),
+                      obfuscation_knowledge(obfuscation) if obfuscation else {}, st.key.forward)
+    return dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())
+
+
+def _documents(*parts: torch.Tensor) -> list[torch.Tensor]:
+    """Each document's ids without padding, from (ids, mask) pairs in sending order."""
+    docs = []
+    for ids, mask in zip(parts[::2], parts[1::2]):
+        docs.extend(row[m.bool()] for row, m in zip(ids, mask))
+    return docs
 
 
 class ObfusLM:
@@ -109,9 +152,13 @@ class ObfusLM:
     def __init__(self, params: ObfusLMParams):
         self.params = params
 
+    def releases(self, ctx) -> list[dpkit.Release]:
+        """The obfuscated tables ((k, ε)), the id stream and the labels (∞ with reasons)."""
+        return classification_releases(self, ctx, self.params)
+
     def run(self, ctx) -> dpkit.DefenseResult:
-        """Obfuscate, fine-tune, evaluate; records the (k, ε)-anonymity spend first."""
-        return run_classification(ctx, self.params, self.params)
+        """Obfuscate, fine-tune, evaluate; the (k, ε)-anonymity spend is declared first."""
+        return run_classification(self, ctx, self.params)
 
 
 class ObfusLMPlaintext:
@@ -123,6 +170,10 @@ class ObfusLMPlaintext:
     def __init__(self, params: TrainParams):
         self.params = params
 
+    def releases(self, ctx) -> list[dpkit.Release]:
+        """The real id stream and the labels, each ε = ∞ with its reason."""
+        return classification_releases(self, ctx, None)
+
     def run(self, ctx) -> dpkit.DefenseResult:
         """Fine-tune and evaluate on plaintext; the ledger records ε = ∞ with the reason."""
-        return run_classification(ctx, self.params, None)
+        return run_classification(self, ctx, None)

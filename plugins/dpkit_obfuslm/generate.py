@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import copy
 import time
+from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
 from pydantic import Field
 
 import dpkit
+from dpkit.releases import declare_releases
+from dpkit.wire import DOWN
 from dpkit_obfuslm.client import ObfusClient
-from dpkit_obfuslm.common import (ObfuscationParams, build_view, obfuscate_model,
-                                  obfuscation_knowledge, record_plaintext)
+from dpkit_obfuslm.common import (
+    ObfuscationParams,
+    build_view,
+    obfuscate_model,
+    obfuscation_knowledge,
+    releases,
+)
 from dpkit_obfuslm.obfuscate import VocabKey
 from dpkit_obfuslm.scoring import rouge_l
 
@@ -72,8 +80,11 @@ class ObfusLMGenerate:
     def __init__(self, params: GenerateParams):
         self.params = params
 
-    def run(self, ctx) -> dpkit.DefenseResult:
-        """Obfuscate (spend recorded first), fine-tune, complete prompts, score and build the view."""
+    def _prepared(self, ctx) -> SimpleNamespace:
+        """The server's model copy, the obfuscated tables and the encoded texts, once per ctx."""
+        cached = getattr(self, "_state", None)
+        if cached is not None and cached.ctx is ctx:
+            return cached
         p, model = self.params, ctx.model
         if model is None or not model.causal:
             raise ValueError("obfuslm_generate needs a causal LM (smollm2-135m or tiny-causal) "
@@ -83,19 +94,11 @@ class ObfusLMGenerate:
         head_mod = server.get_output_embeddings()
         head = None if head_mod is None or head_mod.weight is server.get_input_embeddings().weight \
             else head_mod.weight.detach().float()
-        if p.obfuscate:
-            tables, metrics = obfuscate_model(ctx, server, table, head, p)
-            key = tables.key
-        else:
-            record_plaintext(ctx)
-            key, metrics = VocabKey.identity(model.vocab_size), {}
+        tables, metrics = (obfuscate_model(ctx, server, table, head, p) if p.obfuscate
+                           else (None, {}))
+        key = tables.key if tables is not None else VocabKey.identity(model.vocab_size)
         client = ObfusClient(model, key, p.max_length)
-        texts = list(ctx.dataset["train"].texts)
-        train = client.tokenize(texts[: p.max_train])
-        started = time.perf_counter()
-        server, metrics["train_loss"] = lora_fine_tune(server, train.ids, train.mask, p,
-                                                       ctx.generator("obfuslm.lora"), ctx.device)
-        metrics["train_s"] = time.perf_counter() - started
+        train = client.tokenize(list(ctx.dataset["train"].texts)[: p.max_train])
         need = p.prompt_tokens + p.new_tokens
         pool = client.tokenize(list(ctx.dataset["test"].texts))
         long_enough = pool.mask.sum(1) >= need
@@ -103,7 +106,35 @@ class ObfusLMGenerate:
             raise ValueError(f"obfuslm_generate: no test text has {need} tokens; lower "
                              "prompt_tokens / new_tokens or raise max_length")
         chosen = pool.ids[long_enough][: p.n_eval, :need]
-        prompts, reference = chosen[:, : p.prompt_tokens], chosen[:, p.prompt_tokens:]
+        self._state = SimpleNamespace(ctx=ctx, server=server, table=table, tables=tables,
+                                      metrics=metrics, key=key, client=client, train=train,
+                                      prompts=chosen[:, : p.prompt_tokens],
+                                      reference=chosen[:, p.prompt_tokens:])
+        return self._state
+
+    def releases(self, ctx) -> list[dpkit.Release]:
+        """Tables ((k, ε)) when obfuscating, the id stream (∞: deterministic ids) and masks."""
+        st = self._prepared(ctx)
+        n_ids = int(st.train.mask.sum()) + st.prompts.numel()
+        return [*releases(st.tables, self.params if self.params.obfuscate else None, n_ids, 0),
+                dpkit.Release("mask", None, "attention masks: text lengths, sent with the ids",
+                              covered_by="token_ids")]
+
+    def run(self, ctx) -> dpkit.DefenseResult:
+        """Obfuscate (declared first), fine-tune, complete prompts, score and build the view."""
+        declare_releases(self, ctx)
+        p, model, wire = self.params, ctx.model, ctx.wire
+        st = self._prepared(ctx)
+        metrics, key, client, prompts = dict(st.metrics), st.key, st.client, st.prompts
+        if st.tables is not None:
+            wire.send("tables", st.tables.embeddings, units=1)
+        train_ids = wire.send("token_ids", st.train.ids, units=int(st.train.mask.sum()))
+        train_mask = wire.send("mask", st.train.mask)
+        started = time.perf_counter()
+        server, metrics["train_loss"] = lora_fine_tune(st.server, train_ids, train_mask, p,
+                                                       ctx.generator("obfuslm.lora"), ctx.device)
+        metrics["train_s"] = time.perf_counter() - started
+        prompts = wire.send("token_ids", prompts, units=prompts.numel(), observe="prompts")
         eos = model.tokenizer.eos_token_id
         pad = model.tokenizer.pad_token_id
         with torch.no_grad():
@@ -112,16 +143,16 @@ class ObfusLMGenerate:
                                   max_new_tokens=p.new_tokens, do_sample=False,
                                   eos_token_id=None if eos is None else client.special_obfuscated_id(eos),
                                   pad_token_id=None if pad is None else client.special_obfuscated_id(pad))
-        generated = out[:, p.prompt_tokens:].cpu()
+        generated = wire.send("completions", out[:, p.prompt_tokens:].cpu(), DOWN,
+                              observe="completions")
         decoded = key.decode(generated)
-        metrics["rougeL_generation"] = rouge_l(list(decoded), list(key.decode(reference)))
+        metrics["rougeL_generation"] = rouge_l(list(decoded), list(key.decode(st.reference)))
         metrics["decoded_example_chars"] = float(len(client.decode(generated[:1])[0]))
-        sent = [row for row in torch.cat([prompts, generated], 1)]
-        view = build_view(server.get_input_embeddings().weight, sent, [key.decode(s) for s in sent],
-                          table, [], model.special_token_ids(),
-                          obfuscation_knowledge(p) if p.obfuscate else {}, key.forward)
-        wire = {"ids_up": 4 * int(train.mask.sum() + prompts.numel()),
-                "ids_down": 4 * int(generated.numel())}
-        if p.obfuscate:
-            wire["tables_up"] = 4 * table.numel() * (1 if head is None else 2)
-        return dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire)
+        sent = wire.derive("token_ids", lambda a, b: list(torch.cat([a, b], 1)),
+                           "prompts", "completions")
+        weight = server.get_input_embeddings().weight.detach()
+        wire.derive("obfuscated_table", lambda *_: weight, "token_ids")  # the server's own model
+        view = build_view(wire, [key.decode(s) for s in sent], st.table, [],
+                          model.special_token_ids(), obfuscation_knowledge(p) if p.obfuscate else {},
+                          key.forward)
+        return dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from dpkit.accounting import KAnonymityGuarantee
+from dpkit.cache import cached
 from dpkit_obfuslm.cluster import Clusters, embed_cluster
 from dpkit_obfuslm.synth import SynthWeights, weight_synth
 
@@ -70,6 +71,22 @@ class ObfuscatedTables:
                                    share_below_k=c.share_below_k, epsilon=self.weights.epsilon)
 
 
+def cached_clusters(emb: torch.Tensor, k: int, beta: float, chunk_rows: int) -> Clusters:
+    """EmbedCluster of the permuted table, computed once per (table, permutation, k, β) and kept
+    on disk: every ε of a sweep, and ``dpkit budget spec``, reuse the run's clustering."""
+    key = {"table": emb, "k": k, "beta": beta, "chunk_rows": chunk_rows}
+    parts = cached("obfuslm_clusters", key, lambda: _cluster_parts(emb, k, beta, chunk_rows),
+                   disk=True)
+    return Clusters(parts["labels"].to(emb.device), parts["members"].to(emb.device),
+                    int(parts["k_requested"]))
+
+
+def _cluster_parts(emb: torch.Tensor, k: int, beta: float, chunk_rows: int) -> dict:
+    c = embed_cluster(emb, k, beta, chunk_rows)
+    return {"labels": c.labels.cpu(), "members": c.members.cpu(),
+            "k_requested": torch.tensor(c.k_requested)}
+
+
 def obfuscate_tables(embeddings: torch.Tensor, head: torch.Tensor | None, *, k: int, beta: float,
                      epsilon: float, generator: torch.Generator, calibration: str = "exact",
                      permute: bool = True, chunk_rows: int = 1024) -> ObfuscatedTables:
@@ -77,7 +94,7 @@ def obfuscate_tables(embeddings: torch.Tensor, head: torch.Tensor | None, *, k: 
     n = embeddings.shape[0]
     key = VocabKey.random(n, generator) if permute else VocabKey.identity(n)
     emb = key.permute_rows(embeddings.detach().float())
-    clusters = embed_cluster(emb, k, beta, chunk_rows)
+    clusters = cached_clusters(emb, k, beta, chunk_rows)
     weights = weight_synth(emb, clusters, epsilon, generator, calibration)
     new_head = None if head is None else weights.apply(key.permute_rows(head.detach().float()))
     return ObfuscatedTables(key, weights.apply(emb), new_head, weights)

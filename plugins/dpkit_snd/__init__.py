@@ -1,11 +1,26 @@
 """SnD (Split-N-Denoise, Mai et al. 2024) as a dpkit plug-in: the defense and its baselines."""
 
 import dpkit
-from dpkit_snd.defenses import DEFENSES, SnD, SnDClean, SnDText2Text, ServerDenoise, TokEmbPriv
+from dpkit_snd.defenses import (
+    DEFENSES,
+    ServerDenoise,
+    SnD,
+    SnDClean,
+    SnDText2Text,
+    TokEmbPriv,
+)
 from dpkit_snd.denoiser import DenoiserConfig, ServerTokenDenoiser, SnDDenoiser
 
-__all__ = ["DenoiserConfig", "SnD", "SnDClean", "SnDDenoiser", "SnDText2Text", "ServerDenoise",
-           "ServerTokenDenoiser", "TokEmbPriv"]
+__all__ = [
+    "DenoiserConfig",
+    "ServerDenoise",
+    "ServerTokenDenoiser",
+    "SnD",
+    "SnDClean",
+    "SnDDenoiser",
+    "SnDText2Text",
+    "TokEmbPriv",
+]
 
 
 @dpkit.hookimpl

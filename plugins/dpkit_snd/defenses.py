@@ -6,38 +6,55 @@ from typing import ClassVar
 
 import torch
 
-from dpkit import DefenseResult
-from dpkit.accounting import MetricDpGuarantee, NoGuarantee
+from dpkit import DefenseResult, Release
+from dpkit.accounting import NoGuarantee
+from dpkit.releases import declare_releases
 from dpkit_snd import denoising
 from dpkit_snd.client import SplitClient
-from dpkit_snd.params import (CommonParams, ServerDenoiseParams, SnDParams, Text2TextParams,
-                              TokEmbPrivParams)
-from dpkit_snd.pipeline import Step, evaluate, load_split, result, wire_bytes
+from dpkit_snd.params import (
+    CommonParams,
+    ServerDenoiseParams,
+    SnDParams,
+    Text2TextParams,
+    TokEmbPrivParams,
+)
+from dpkit_snd.pipeline import Step, evaluate, load_split, result
 from dpkit_snd.privatize import privatize_tokens
-
-FLOAT_BYTES = 4
 
 
 class _SplitDefense:
-    """Shared flow: load data, spend on the ledger, then privatize, embed and evaluate."""
+    """Shared flow: declare the uploads, then privatize, send, embed on the server and evaluate."""
 
     name: ClassVar[str]
     Params: ClassVar[type[CommonParams]]
+    upload: ClassVar[str] = "embeddings"
 
     def __init__(self, params):
         self.params = params
 
     def _setup(self, ctx):
+        """Client and tokenized train/test splits for ``ctx``, built once per context."""
+        cached = getattr(self, "_state", None)
+        if cached is not None and cached[0] is ctx:
+            return cached[1]
         p = self.params
         client = SplitClient(ctx.model, p.max_tokens)
         train = load_split(ctx, client, p.train_split, p.train_examples, p.batch_size)
         test = load_split(ctx, client, p.test_split, p.test_examples, p.batch_size)
+        self._state = (ctx, (client, train, test))
         return client, train, test
 
-    def _spend(self, ctx, guarantee, train, test) -> None:
-        """One release: every token of the train and test texts, each privatized once."""
-        ctx.ledger.spend(guarantee, label=f"{self.name}: token embeddings (train + test texts)",
-                         count=max(1, train.n_tokens + test.n_tokens))
+    def releases(self, ctx) -> list[Release]:
+        """Every token of the train and test texts, each privatized once, plus the masks."""
+        client, train, test = self._setup(ctx)
+        return [Release(self.upload, self._guarantee(ctx, client),
+                        f"{self.name}: token {self.upload} (train + test texts)",
+                        count=train.n_tokens + test.n_tokens),
+                Release("mask", None, "attention masks: token counts, public under dχ's "
+                        "equal-length neighbours", covered_by=self.upload)]
+
+    def _guarantee(self, ctx, client):
+        return self._mechanism(ctx, client, self.params.eta).guarantee(client.space)
 
     def _document_metrics(self, client, train, test) -> dict[str, float]:
         lengths = torch.cat([train.doc_lengths, test.doc_lengths]).float()
@@ -45,16 +62,6 @@ class _SplitDefense:
         return {"tokens_per_doc": float(lengths.mean()),
                 "eta_per_doc_max": eta * float(lengths.max()),
                 "epsilon_doc_bound": eta * float(lengths.max()) * 2 * client.clip_bound}
-
-    def planned_spends(self, privacy) -> list[tuple]:
-        """Per-token η spends, counted at the upper bound of max_tokens per text."""
-        p = self.params
-        return [(self._planned_guarantee(),
-                 f"{self.name}: token embeddings (≤ max_tokens per text, train + test)",
-                 (p.train_examples + p.test_examples) * p.max_tokens)]
-
-    def _planned_guarantee(self):
-        return MetricDpGuarantee(self.params.eta, "l2", "", "token")
 
 
 class _NoisyDefense(_SplitDefense):
@@ -67,28 +74,28 @@ class _NoisyDefense(_SplitDefense):
         return ctx.build("mechanism", self.params.mechanism, raw)
 
     def run(self, ctx) -> DefenseResult:
-        """Spend η per token, privatize, run the server, post-process, evaluate."""
+        """Declare η per token, privatize, send, run the server, post-process, evaluate."""
+        declare_releases(self, ctx)
         client, train, test = self._setup(ctx)
         mech = self._mechanism(ctx, client, self.params.eta)
-        self._spend(ctx, mech.guarantee(client.space), train, test)
         extra, post = self._prepare(ctx, client)
         gen = ctx.generator(f"{self.name}-noise")
 
         @torch.no_grad()
-        def method(ids, mask, x):
+        def method(ids, mask, x, upload):
             p = privatize_tokens(mech, x, mask, space=client.space, generator=gen)
-            return post(p, client)
+            return post(p, upload(p.x_priv), client)
 
         metrics, view = evaluate(ctx, client, self.params, train, test, method)
         metrics.update(extra, clip_bound=client.clip_bound if self.params.clip else float("inf"),
                        **self._document_metrics(client, train, test))
-        return result(metrics, view, wire_bytes(client, train, test, client.tok_dim * FLOAT_BYTES))
+        return result(metrics, view, ctx.wire.summary())
 
     def _prepare(self, ctx, client):
         """Train/load what the method needs; returns (extra metrics, post-processing)."""
-        def post(p, client):
-            e = client.server(p.x_priv, p.mask)
-            return Step(p.x_priv, e, e, p.noise)
+        def post(p, sent, client):
+            e = client.server(sent, p.mask)
+            return Step(sent, e, e, p.noise)
         return {}, post
 
 
@@ -108,9 +115,9 @@ class SnD(_NoisyDefense):
     def _prepare(self, ctx, client):
         model, info = denoising.snd_denoiser(ctx, client, self.params, self._mechanism)
 
-        def post(p, client):
-            e_n = client.server(p.x_priv, p.mask)
-            return Step(p.x_priv, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
+        def post(p, sent, client):
+            e_n = client.server(sent, p.mask)
+            return Step(sent, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
         return info, post
 
 
@@ -123,9 +130,9 @@ class ServerDenoise(_NoisyDefense):
     def _prepare(self, ctx, client):
         model, info = denoising.server_denoiser(ctx, client, self.params, self._mechanism)
 
-        def post(p, client):
-            e = client.server(model(p.x_priv, p.mask), p.mask)
-            return Step(p.x_priv, e, e, p.noise)
+        def post(p, sent, client):
+            e = client.server(model(sent, p.mask), p.mask)
+            return Step(sent, e, e, p.noise)
         return info, post
 
 
@@ -134,26 +141,30 @@ class SnDText2Text(_SplitDefense):
 
     name: ClassVar[str] = "snd_text2text"
     Params: ClassVar[type[Text2TextParams]] = Text2TextParams
+    upload: ClassVar[str] = "substituted_ids"
+
+    def _mechanism(self, ctx, client, eta):
+        return ctx.build("mechanism", self.params.mechanism, {"eta": eta})
 
     def run(self, ctx) -> DefenseResult:
-        """Spend η per token, substitute tokens, embed them on the server, evaluate."""
+        """Declare η per token, substitute tokens, send the ids, embed them on the server, evaluate."""
+        declare_releases(self, ctx)
         client, train, test = self._setup(ctx)
-        mech = ctx.build("mechanism", self.params.mechanism, {"eta": self.params.eta})
-        self._spend(ctx, mech.guarantee(client.space), train, test)
+        mech = self._mechanism(ctx, client, self.params.eta)
         gen = ctx.generator(f"{self.name}-noise")
 
         @torch.no_grad()
-        def method(ids, mask, x):
+        def method(ids, mask, x, upload):
             keep = mask.bool()
             new_ids = ids.clone()
             new_ids[keep] = mech.privatize(ids[keep], space=client.space, generator=gen)
-            sent = client.embed(new_ids)
+            sent = client.embed(upload(new_ids))  # the server embeds the ids it received
             e = client.server(sent, mask)
             return Step(sent, e, e, None)
 
         metrics, view = evaluate(ctx, client, self.params, train, test, method, mi=False)
         metrics.update(self._document_metrics(client, train, test))
-        return result(metrics, view, wire_bytes(client, train, test, FLOAT_BYTES))
+        return result(metrics, view, ctx.wire.summary())
 
 
 class SnDClean(_SplitDefense):
@@ -163,21 +174,22 @@ class SnDClean(_SplitDefense):
     Params: ClassVar[type[CommonParams]] = CommonParams
     REASON: ClassVar[str] = "snd_clean sends the clean token embeddings: no noise, no guarantee"
 
-    def run(self, ctx) -> DefenseResult:
-        """Record ε = ∞ on the ledger, embed clean tokens, evaluate."""
-        client, train, test = self._setup(ctx)
-        self._spend(ctx, NoGuarantee(self.REASON), train, test)
+    def _guarantee(self, ctx, client):
+        return NoGuarantee(self.REASON)
 
-        def method(ids, mask, x):
-            e = client.server(x, mask)
-            return Step(x, e, e, None)
+    def run(self, ctx) -> DefenseResult:
+        """Record ε = ∞ on the ledger, send clean tokens, evaluate."""
+        declare_releases(self, ctx)
+        client, train, test = self._setup(ctx)
+
+        def method(ids, mask, x, upload):
+            sent = upload(x)
+            e = client.server(sent, mask)
+            return Step(sent, e, e, None)
 
         metrics, view = evaluate(ctx, client, self.params, train, test, method, mi=False)
         metrics.update(self._document_metrics(client, train, test))
-        return result(metrics, view, wire_bytes(client, train, test, client.tok_dim * FLOAT_BYTES))
-
-    def _planned_guarantee(self):
-        return NoGuarantee(self.REASON)
+        return result(metrics, view, ctx.wire.summary())
 
 
 DEFENSES: tuple[type, ...] = (SnD, TokEmbPriv, SnDText2Text, ServerDenoise, SnDClean)

@@ -9,7 +9,13 @@ import torch
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import choose_group
-from dpkit_snd.training import TrainPlan, default_config, load_or_train, train_server, train_snd
+from dpkit_snd.training import (
+    TrainPlan,
+    default_config,
+    load_or_train,
+    train_server,
+    train_snd,
+)
 
 
 def _public_texts(ctx, params) -> tuple[list[str], str]:

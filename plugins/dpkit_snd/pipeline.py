@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
 
 from dpkit import DefenseResult, ServerView
 from dpkit.attacks import kl_mutual_information, knn_recovery
+from dpkit.wire import DOWN, Wire
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
 from dpkit_snd.privatize import token_correlation
@@ -25,7 +26,7 @@ class Step:
     noise: torch.Tensor | None = None
 
 
-Method = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Step]
+Method = Callable[..., Step]
 
 
 @dataclass
@@ -93,28 +94,41 @@ class Outcome:
     noise: torch.Tensor | None
 
 
-def push(client: SplitClient, split: Split, method: Method, keep_tokens: int) -> Outcome:
-    """Run ``method`` over every batch; keep up to ``keep_tokens`` token rows for view and MI."""
+def push(client: SplitClient, split: Split, method: Method, keep_tokens: int, wire: Wire,
+         upload: str, observe: bool = False) -> Outcome:
+    """Run ``method`` over every batch through ``wire``; keep up to ``keep_tokens`` token rows.
+
+    The method gets an ``upload(tensor)`` callable: the only way its batch reaches the server.
+    The server's pooled output comes back down. With ``observe`` the wire keeps both for the view.
+    """
     server, user, toks, sent, ids_kept, noise = [], [], [], [], [], []
     kept = 0
     for ids, mask in split.batches:
         x = client.embed(ids)
-        step = method(ids, mask, x)
-        server.append(step.e_server)
+        rows = mask.bool()
+        wire.send("mask", mask)
+
+        def send_up(tensor: torch.Tensor, rows=rows) -> torch.Tensor:
+            return wire.send(upload, tensor, rows=rows, observe=upload if observe else None)
+
+        step = method(ids, mask, x, send_up)
+        server.append(wire.send("pooled", step.e_server, DOWN,
+                                observe="representations" if observe else None))
         user.append(step.e_user)
+        wire.end_batch()
         if kept < keep_tokens:
-            keep = mask.bool()
-            toks.append(x[keep])
-            sent.append(step.sent[keep])
-            ids_kept.append(ids[keep])
+            toks.append(x[rows])
+            sent.append(step.sent[rows])
+            ids_kept.append(ids[rows])
             if step.noise is not None:
-                noise.append(step.noise[keep])
-            kept += int(keep.sum())
-    def rows(parts: list[torch.Tensor]) -> torch.Tensor | None:
+                noise.append(step.noise[rows])
+            kept += int(rows.sum())
+
+    def first(parts: list[torch.Tensor]) -> torch.Tensor | None:
         return torch.cat(parts)[:keep_tokens] if parts else None
 
-    return Outcome(clean_embeddings(client, split), torch.cat(server), torch.cat(user), rows(toks), rows(sent),
-                   rows(ids_kept), rows(noise))
+    return Outcome(clean_embeddings(client, split), torch.cat(server), torch.cat(user), first(toks),
+                   first(sent), first(ids_kept), first(noise))
 
 
 def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method: Method,
@@ -132,8 +146,13 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
     """
     k = n_classes(ctx, train, test)
     keep = max(params.view_tokens, params.mi_tokens)
-    tr = push(client, train, method, 0)
-    te = push(client, test, method, keep)
+    wire, upload = ctx.wire, ("substituted_ids" if "substituted_ids" in ctx.wire.releases
+                              else "embeddings")
+    wire.phase = "train"
+    tr = push(client, train, method, 0, wire, upload)
+    wire.phase = "test"
+    wire.keep(upload, params.view_tokens)
+    te = push(client, test, method, keep, wire, upload, observe=True)
     metrics = similarity(te.user, te.clean)
     metrics.update(downstream(tr.user, train.labels, te.user, test.labels, k,
                               epochs=params.classifier_epochs,
@@ -146,20 +165,14 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
     shown = slice(0, params.view_tokens)
     metrics["inversion_cosine_top1"] = knn_recovery(te.sent[shown], client.table,
                                                     te.token_ids[shown], (1,), "cosine")[1]
-    view = ServerView(
-        observed={"embeddings": te.sent[:params.view_tokens], "representations": te.server},
+    if upload == "substituted_ids":  # the server embeds the ids it received
+        wire.derive("embeddings", client.embed, "substituted_ids")
+    view = wire.view(
         knowledge={"space": client.space, "aux_representations": tr.server,
                    "aux_attributes": train.labels},
         truth={"token_ids": te.token_ids[:params.view_tokens], "attributes": test.labels},
     )
     return metrics, view
-
-
-def wire_bytes(client: SplitClient, train: Split, test: Split, per_token: int) -> dict[str, int]:
-    """Bytes up (``per_token`` bytes per token) and down (one float32 embedding per text)."""
-    tokens = train.n_tokens + test.n_tokens
-    texts = len(train.labels) + len(test.labels)
-    return {"upload": tokens * per_token, "download": texts * client.emb_dim * 4}
 
 
 def result(metrics: dict[str, float], view: ServerView, wire: dict[str, int]) -> DefenseResult:

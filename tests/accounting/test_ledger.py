@@ -69,7 +69,7 @@ def test_metric_dp_of_different_spaces_do_not_add():
         ledger.eta()
     assert ledger.eta(space="bert") == 3.0
     assert set(ledger.summary()) == {"eta[l2:glove:token]", "eta[l2:bert:token]",
-                                     "eta_per_token[l2:glove:token]", "eta_per_token[l2:bert:token]"}
+                                     "eta_per_token[l2:glove]", "eta_per_token[l2:bert]"}
 
 
 def test_table_diameter_matches_cdist_without_full_matrix():
@@ -183,6 +183,6 @@ def test_table_lists_spends_and_totals():
     ledger.spend(DpGuarantee(dpsgd_event(4.0, 0.01, 100)), "train")
     ledger.spend(MetricDpGuarantee(7.0, space="glove"), "noise")
     text = ledger.table()
-    for needle in ("train", "Poisson(q=0.01)∘Gaussian(σ=4) ×100", "η = 7 per token (l2 on glove)",
+    for needle in ("train", "Poisson(q=0.01)∘Gaussian(σ/Δ=4) ×100", "η = 7 per token (l2 on glove)",
                    "(ε, δ)-DP [rdp]", "remaining", "epsilon"):
         assert needle in text

@@ -7,8 +7,9 @@ from types import SimpleNamespace
 
 import dp_accounting
 
-from dpkit.accounting import DpGuarantee, MetricDpGuarantee, NoGuarantee, calibrate_gaussian
+from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_gaussian
 from dpkit.accounting.planning import plan_cell, plan_spec, plan_table
+from dpkit.spec import read_yaml
 
 PRIVACY = SimpleNamespace(delta=1e-5, accountant="rdp", ceiling=None)
 
@@ -21,19 +22,6 @@ class PlannedDefense:
         step = dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(sigma))
         return [(DpGuarantee(step, "DP-SGD step"), "training", 50),
                 (NoGuarantee("noiseless threshold on private votes"), "threshold", 1)]
-
-
-class Mech:
-    def __init__(self, eta):
-        self.eta = eta
-
-    def guarantee(self, space=None):
-        return MetricDpGuarantee(self.eta, "l2", "glove")
-
-
-class NeedsSpace:
-    def guarantee(self, space=None):
-        raise ValueError("space is required")
 
 
 def test_planned_dp_spends_compose_and_no_guarantee_is_infinite():
@@ -52,19 +40,16 @@ def test_ceiling_refusal_is_reported_not_raised():
     assert "REFUSED by the ceiling" in plan_table([{**plan, "method": "m", "point": {}}])
 
 
-def test_mechanism_guarantee_per_token_and_missing_space():
-    plan = plan_cell(Mech(7.0), "mechanism", PRIVACY)
-    assert plan["summary"] == {"eta": 7.0, "eta_per_token": 7.0} and "per token" in plan["note"]
-    plan = plan_cell(NeedsSpace(), "mechanism", PRIVACY)
-    assert plan["spends"] == [] and "space is required" in plan["note"]
+def test_undeclared_component_says_so():
     plan = plan_cell(object(), "defense", PRIVACY)
-    assert plan["spends"] == [] and "no planned_spends" in plan["note"]
+    assert plan["spends"] == [] and "releases(ctx)" in plan["note"]
 
 
 def test_quick_spec_with_real_plugins():
     spec = Path(__file__).resolve().parents[2] / "specs" / "quick.yaml"
     plans = plan_spec(str(spec))
-    assert len(plans) == 10 and all(p["kind"] == "mechanism" for p in plans)
-    etas = sorted(p["summary"]["eta"] for p in plans if p["component"] == "laplace_dx")
-    assert etas == [2.0, 5.0, 10.0, 20.0, 40.0]
-    assert all(math.isfinite(p["summary"]["eta"]) for p in plans)
+    swept = [float(e) for e in read_yaml(spec)["mechanism"]["sweep"]["eta"]]  # two methods
+    assert len(plans) == 2 * len(swept) and all(p["kind"] == "mechanism" for p in plans)
+    etas = sorted(p["summary"]["eta_per_token"] for p in plans if p["component"] == "laplace_dx")
+    assert etas == sorted(swept)
+    assert all(math.isfinite(p["summary"]["eta_per_token"]) for p in plans)

@@ -79,10 +79,11 @@ def test_metric_dp_is_additive(spends, distances):
     ledger = Ledger()
     for g, label, count in spends:
         ledger.spend(g, label, count)
-    total = math.fsum(g.eta * count for g, _, count in spends)
-    assert ledger.eta() == pytest.approx(total, rel=1e-12)
-    per_token = math.fsum(g.eta for g, _, _ in spends)  # each spend is one pass over the tokens
-    assert ledger.metric_epsilon(distances) == pytest.approx(per_token * sum(distances), rel=1e-9)
+    for unit in {g.unit for g, _, _ in spends}:
+        total = math.fsum(g.eta * count for g, _, count in spends if g.unit == unit)
+        assert ledger.eta(unit=unit) == pytest.approx(total, rel=1e-12)
+    per_document = math.fsum(g.eta for g, _, _ in spends)  # each spend is one pass over the data
+    assert ledger.metric_epsilon(distances) == pytest.approx(per_document * sum(distances), rel=1e-9)
 
 
 @FAST

@@ -48,10 +48,11 @@ class MoreNoiseLaplace(RefLaplace):
         return x + laplace_noise(x.shape[0], x.shape[1], self.params.eta / 2, generator, x.device)
 
 
-def test_false_density_makes_the_audit_inconclusive_not_pass():
+def test_false_density_is_a_law_mismatch_not_a_pass():
     report = audit(MoreNoiseLaplace, {"eta": 2.0}, samples=2000, seed=0)
-    assert report.verdict is Verdict.INCONCLUSIVE, report.one_line()
-    assert "declared output law" in report.reason
+    assert report.verdict is Verdict.LAW_MISMATCH, report.one_line()
+    assert report.verdict.exit_code == 4
+    assert "declared output law" in report.reason and "norm" in report.reason
 
 
 def test_claims_beyond_sample_reach_are_inconclusive():

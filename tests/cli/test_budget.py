@@ -75,7 +75,10 @@ privacy: {delta: 1.0e-5, accountant: rdp}
     code, out, _ = budget("spec", str(path), "--json")
     plans = json.loads(out)
     assert code == 0 and [p["point"] for p in plans] == [{"eta": 0.5}, {"eta": 2.0}]  # seeds collapsed
-    assert all(p["kind"] == "defense" and p["note"] for p in plans)
+    # toy_noise declares its releases: the plan holds the run's own entry, for both seeds
+    assert all(p["kind"] == "defense" and p["seeds"] == [0, 1] for p in plans)
+    assert all([s["label"] for s in p["spends"]] == ["toy_noise"] for p in plans)
+    assert all(p["spends"][0]["count"] == 12 * 8 for p in plans)  # 12 test docs of 8 words
     code, out, _ = budget("spec", str(path))
     assert code == 0 and "planned spends" in out and "eta=0.5" in out
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-TOY_ENV = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.toy"}
+TOY_ENV = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy"}
 
 
 def dpkit(*args, env=None, cwd=None):
@@ -54,13 +54,13 @@ def test_run_prints_table_and_writes_outputs(tmp_path, toy_spec_text):
     path, out = toy_spec_text
     result = dpkit("run", path, "--no-progress", env=TOY_ENV)
     assert result.returncode == 0, result.stderr
-    assert "preserved" in result.stdout and "ledger η/token" in result.stdout
+    assert "preserved" in result.stdout and "ledger ε" in result.stdout
     assert {p.name for p in out.iterdir()} >= {"results.jsonl", "results.csv", "ledger.json",
                                                 "tradeoff.png"}
 
 
 def test_plugins_json_lists_components_and_broken_plugins():
-    env = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.toy,broken=no.such.mod"}
+    env = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy,broken=no.such.mod"}
     result = dpkit("plugins", "--json", env=env)
     assert result.returncode == 0
     table = {p["name"]: p for p in json.loads(result.stdout)}

@@ -38,7 +38,7 @@ mechanism: {{name: clipped_gaussian, params: {{clip: 3.0}}, sweep: {{noise_multi
 device: cpu
 output: {tmp_path / 'out'}
 """)
-    env = {"DPKIT_LOAD_PLUGINS": "example,tasks,attacks", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.toy"}
+    env = {"DPKIT_LOAD_PLUGINS": "example,tasks,attacks", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy"}
     result = run("run", spec, "--no-progress", env=env)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]

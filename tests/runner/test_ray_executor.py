@@ -26,7 +26,7 @@ def ray_session():
     ray = pytest.importorskip("ray")
     mp = pytest.MonkeyPatch()
     mp.setenv("DPKIT_LOAD_PLUGINS", "")
-    mp.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.toy")
+    mp.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
     from dpkit.runner.ray_executor import RayExecutor
 
     RayExecutor(num_cpus=2)._init()

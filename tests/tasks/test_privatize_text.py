@@ -7,6 +7,7 @@ from dpkit.accounting import Ledger
 from dpkit.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.plugins import get_registry
+from dpkit.testing import DefenseContract
 from dpkit.testing.strategies_tokens import random_space
 
 
@@ -61,8 +62,9 @@ def test_sequence_unit_spends_per_document(setting):
 
 def test_oov_keep_is_recorded_as_no_guarantee(setting):
     result, ctx = run(setting, "text2text", {"eta": 1.0}, oov="keep")
-    labels = [s.label for s in ctx.ledger.spends]
-    assert "oov kept verbatim" in labels and ctx.ledger.epsilon() == float("inf")
+    reasons = ctx.ledger.no_guarantee_reasons
+    assert any("out-of-vocabulary" in r and "40 " in r for r in reasons)
+    assert ctx.ledger.epsilon() == float("inf")
     ids = result.view.truth["token_ids"]
     assert bool((result.view.observed["substituted_ids"][ids < 0] == -1).all())
 
@@ -94,3 +96,44 @@ def test_unknown_mechanism_and_non_space_model(setting):
                                                            "mechanism_params": {"epsilon": 1.0}})
     with pytest.raises(ValueError, match="EmbeddingSpace"):
         defense.run(ctx)
+
+
+def test_custext_plus_records_its_verbatim_stop_words(setting):
+    _, ctx = run(setting, "custext_plus", {"epsilon": 2.0, "top_k": 4})
+    # every toy document holds one stop word ("the"): 40 words without an output set
+    assert any("40 tokens released verbatim" in r for r in ctx.ledger.no_guarantee_reasons)
+    assert ctx.ledger.summary()["epsilon"] == float("inf")
+
+
+def test_k_anonymity_epsilon_is_per_document_not_per_split(setting):
+    _, ctx = run(setting, "custext", {"epsilon": 2.0, "top_k": 4})
+    (spend,) = [s for s in ctx.ledger.spends if s.guarantee.notion == "k_anonymity"]
+    assert spend.count == 11  # the longest document's released tokens, not all 440
+    assert ctx.ledger.k_anonymity().epsilon == 22.0
+
+
+def test_view_holds_only_what_crossed_the_wire(setting):
+    for mechanism, params in (("laplace_dx", {"eta": 5.0}), ("text2text", {"eta": 5.0}),
+                              ("dx_stencil", {"eta": 2.0, "window": 4})):
+        result, ctx = run(setting, mechanism, params)
+        assert ctx.wire.unsent(result.view) == []
+        assert set(result.view.observed) <= set(ctx.wire.observed)
+        assert result.wire_bytes["total"] == ctx.wire.bytes() > 0
+
+
+class TestPrivatizeTextContract(DefenseContract):
+    """privatize_text around a per-token, a per-document and a verbatim-releasing mechanism."""
+
+    defense = "privatize_text"
+    params = {"mechanism": "dx_stencil", "mechanism_params": {"eta": 2.0, "window": 4},
+              "oov": "keep", "utility": "classifier"}
+    invalid_params = [{"mechanism": "laplace_dx", "oov": "sometimes"}, {}]
+
+    def make_context(self):
+        space = random_space(64, 8, 0, stop_words=True)
+        return RunContext(dataset=toy_dataset(space), model=space, device=torch.device("cpu"),
+                          seed=0, ledger=Ledger(), registry=get_registry())
+
+
+class TestPrivatizeTextCusTextContract(TestPrivatizeTextContract):
+    params = {"mechanism": "custext_plus", "mechanism_params": {"epsilon": 2.0, "top_k": 4}}

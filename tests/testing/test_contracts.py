@@ -8,7 +8,6 @@ import torch
 from hypothesis import given, settings
 
 import dpkit
-
 from dpkit.testing import (
     AttackContract,
     DefenseContract,
@@ -19,8 +18,7 @@ from dpkit.testing import (
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "audit"))
 
-import reference  # noqa: E402
-
+import reference
 
 pytestmark = pytest.mark.usefixtures("audit_test_plugins")
 
@@ -140,31 +138,42 @@ class TestNnInversionAttackContract(AttackContract):
 
 
 class NoisyMeanDefense:
-    """Releases the mean of the test vectors with Gaussian noise, spending on the ledger first."""
+    """Sends the Gaussian-noised mean of the space's vectors (declared before running)."""
 
     name = "noisy_mean_defense"
     requires_spend = True
 
     class Params(dpkit.Params):
-        """σ of the noise."""
-
         sigma: float = 1.0
 
     def __init__(self, params):
         self.params = params
 
-    def run(self, ctx):
-        """Spend, then release."""
+    def releases(self, ctx):
+        """One Gaussian release of the mean (sensitivity 1, σ/Δ = sigma)."""
         import dp_accounting
 
-        from dpkit import DefenseResult
         from dpkit.accounting import DpGuarantee
 
-        if self.requires_spend:
-            ctx.ledger.spend(DpGuarantee(dp_accounting.GaussianDpEvent(self.params.sigma)), "mean")
-        noisy = ctx.model.vectors.mean(0) + self.params.sigma * torch.randn(
+        if not self.requires_spend:
+            return []
+        return [dpkit.Release("mean", DpGuarantee(dp_accounting.GaussianDpEvent(self.params.sigma)),
+                              "mean")]
+
+    def noisy_mean(self, ctx):
+        return ctx.model.vectors.mean(0) + self.params.sigma * torch.randn(
             ctx.model.dim, generator=ctx.generator("noise"))
-        return DefenseResult({"norm": float(noisy.norm())})
+
+    def run(self, ctx):
+        """Send the noisy mean; the view is what crossed."""
+        from dpkit import DefenseResult
+        from dpkit.releases import declare_releases
+
+        declare_releases(self, ctx)
+        noisy = self.noisy_mean(ctx)
+        if self.requires_spend:
+            ctx.wire.send("mean", noisy, units=1, observe="mean")
+        return DefenseResult({"norm": float(noisy.norm())}, ctx.wire.view())
 
 
 class SilentDefense(NoisyMeanDefense):
@@ -173,16 +182,64 @@ class SilentDefense(NoisyMeanDefense):
     requires_spend = False
 
 
+class LeakyViewDefense(NoisyMeanDefense):
+    """Puts the clean mean in the server view without sending it."""
+
+    def run(self, ctx):
+        result = super().run(ctx)
+        result.view.observed["clean_mean"] = ctx.model.vectors.mean(0)
+        return result
+
+
+class UndeclaredUploadDefense(NoisyMeanDefense):
+    """Also sends the labels, a tensor no release covers."""
+
+    def run(self, ctx):
+        ctx.wire.send("labels", torch.tensor([0, 1, 1, 0]))
+        return super().run(ctx)
+
+
+class UnplannedSpendDefense(NoisyMeanDefense):
+    """Spends once more inside run(): its plan (releases only) under-states the run."""
+
+    def run(self, ctx):
+        import dp_accounting
+
+        from dpkit.accounting import DpGuarantee
+
+        result = super().run(ctx)
+        ctx.ledger.spend(DpGuarantee(dp_accounting.GaussianDpEvent(1.0)), "extra")
+        return result
+
+
 class TestNoisyMeanDefenseContract(DefenseContract):
     defense = NoisyMeanDefense
     params = {"sigma": 2.0}
     invalid_params = [{"sigma": "x"}]
 
 
-def test_defense_contract_catches_a_missing_spend():
-    class Silent(DefenseContract):
-        defense = SilentDefense
+def _contract(defense_cls):
+    class Contract(DefenseContract):
+        defense = defense_cls
         params = {"sigma": 2.0}
+    return Contract()
 
+
+def test_defense_contract_catches_a_missing_spend():
     with pytest.raises(AssertionError, match="without a ledger spend"):
-        Silent().test_run_reports_metrics_and_spends()
+        _contract(SilentDefense).test_run_reports_metrics_and_spends()
+
+
+def test_defense_contract_catches_a_view_entry_that_never_crossed_the_wire():
+    with pytest.raises(AssertionError, match="clean_mean"):
+        _contract(LeakyViewDefense).test_view_is_what_crossed_the_wire()
+
+
+def test_defense_contract_catches_an_undeclared_upload():
+    with pytest.raises(AssertionError, match="labels"):
+        _contract(UndeclaredUploadDefense).test_view_is_what_crossed_the_wire()
+
+
+def test_defense_contract_catches_a_plan_that_differs_from_the_run():
+    with pytest.raises(AssertionError):
+        _contract(UnplannedSpendDefense).test_plan_equals_run()

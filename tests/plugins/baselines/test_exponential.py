@@ -72,7 +72,7 @@ def test_santext_plus_sensitive_set_outputs_and_honest_guarantee():
     assert sensitive.tolist() == [False] * 20 + [True] * 20
     logp = mech.output_log_probs(torch.arange(40), space)
     probs = logp.exp()
-    assert torch.allclose(probs.sum(1), torch.ones(40), atol=1e-5)
+    assert torch.allclose(probs.sum(1), torch.ones(40, dtype=probs.dtype), atol=1e-5)
     # non-sensitive words: kept w.p. ≥ 1 − p; every other output is a sensitive word
     assert bool((probs[torch.arange(20), torch.arange(20)] >= 0.7 - 1e-6).all())
     assert float(probs[:, :20].sum() - probs[torch.arange(20), torch.arange(20)].sum()) < 1e-6

@@ -9,7 +9,7 @@ from dpkit_dped.dpsgd import (
     SkipGramNS,
     opacus_clipped_sum,
     sparse_clipped_sum,
-    train_dpsgd,
+    train_dpsgd_documents,
 )
 from opacus import GradSampleModule
 
@@ -83,7 +83,7 @@ def test_noise_std_on_every_coordinate_is_z_c_over_expected_batch(monkeypatch):
             captured.append([p.grad.clone() for group in self.param_groups for p in group["params"]])
 
     monkeypatch.setattr(torch.optim, "SGD", Spy)
-    train_dpsgd(torch.zeros(n, 3, dtype=torch.long), torch.ones(n, dtype=torch.long),
+    train_dpsgd_documents(torch.zeros(n, 3, dtype=torch.long), torch.ones(n, dtype=torch.long),
                 torch.full((200,), 1 / 200), pairs_per_doc=3, window=2, dim=50, negatives=2,
                 noise_multiplier=z, max_grad_norm=clip, sampling_rate=q, steps=1, lr=0.1,
                 generator=torch.Generator().manual_seed(0))

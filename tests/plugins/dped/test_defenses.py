@@ -21,7 +21,7 @@ from .conftest import SMALL, TEACHER
 def test_opacus_accountant_agrees_with_dpkit_ledger():
     gen = torch.Generator().manual_seed(0)
     n, pairs, vocab = 200, 6, 30
-    tokens, lengths = torch.randint(0, vocab, (n, pairs)), torch.full((n,), pairs)
+    centers, contexts = torch.randint(0, vocab, (n, pairs)), torch.randint(0, vocab, (n, pairs))
     defense = DpedDpsgd(DpedDpsgd.Params.model_validate(
         {**SMALL, "target_epsilon": 4.0, "sampling_rate": 0.05, "steps": 60}))
     z = defense.noise_multiplier(1e-5, "rdp")
@@ -29,8 +29,8 @@ def test_opacus_accountant_agrees_with_dpkit_ledger():
     for guarantee, label, count in defense.spends_for(z):
         ledger.spend(guarantee, label=label, count=count)
     opacus = RDPAccountant()
-    train_dpsgd(tokens, lengths, torch.full((vocab,), 1 / vocab), pairs_per_doc=pairs, window=2,
-                dim=4, negatives=2, noise_multiplier=z, max_grad_norm=1.0, sampling_rate=0.05, steps=60,
+    train_dpsgd(centers, contexts, torch.ones(n, pairs), torch.full((vocab,), 1 / vocab), dim=4,
+                negatives=2, noise_multiplier=z, max_grad_norm=1.0, sampling_rate=0.05, steps=60,
                 lr=0.01, generator=gen, opacus_accountant=opacus)
     assert opacus.history == [(z, 0.05, 60)]  # (noise multiplier, sample rate, steps)
     assert opacus.get_epsilon(1e-5) == pytest.approx(ledger.epsilon(), rel=1e-3)

@@ -12,6 +12,7 @@ from dpkit.data.types import TextDataset, TextSplit
 from dpkit.errors import BudgetExceededError
 from dpkit.models import tiny_encoder
 from dpkit.plugins import get_registry
+from dpkit.testing import DefenseContract
 
 POS, NEG = ["good", "great", "love", "fresh"], ["bad", "hate", "rotten", "plot"]
 FILLER = ["the", "movie", "film", "story", "actor", "was", "a", "and", "it"]
@@ -53,8 +54,12 @@ def test_hiddenecho_trains_meters_and_spends(setup):
     assert 0.0 <= m["auc"] <= 1.0 and 0.0 <= m["ep"] <= 1.0 and m["epoch_cpu_seconds"] > 0
     assert m["layers_sent"] == 2 and m["width_sent"] == 8
     spends = ctx.ledger.spends
-    assert len(spends) == 1 and spends[0].count == m["tokens_privatized"]
+    assert len(spends) == 2 and spends[0].count == m["tokens_privatized"]
     assert spends[0].guarantee == MetricDpGuarantee(40.0, "l2", "tiny-encoder", "token")
+    # 32 training texts in batches of 16 for 1 epoch: 2 steps of gradients sent up, uncovered
+    assert spends[1].count == 2 and "gradients" in spends[1].guarantee.reason
+    assert ctx.ledger.summary()["epsilon"] == float("inf") and ctx.ledger.eta_per_token() == 40.0
+    assert ctx.wire.unsent(result.view) == []
     assert result.wire_bytes["total"] == sum(v for k, v in result.wire_bytes.items() if k != "total")
     assert result.wire_bytes["train_up_gradients"] == result.wire_bytes["train_down_hidden_states"]
     view = result.view
@@ -86,7 +91,7 @@ def test_ablations_are_params(setup):
 
 
 def test_budget_ceiling_refuses_before_any_noise(setup, monkeypatch):
-    import dpkit_hiddenecho.defense as defense
+    from dpkit_hiddenecho import defense
 
     def fail(*args, **kwargs):
         raise AssertionError("noise was drawn before the ledger accepted the spend")
@@ -116,3 +121,20 @@ def test_runs_on_a_causal_decoder_with_last_token_pooling():
     m = result.metrics
     assert m["layers_sent"] == 2 and m["width_sent"] == 8 and 0.0 <= m["auc"] <= 1.0
     assert result.wire_bytes["train_up_gradients"] > 0  # LoRA found the decoder's projections
+
+
+class TestHiddenEchoContract(DefenseContract):
+    defense = "hiddenecho"
+    params = HE
+    invalid_params = [{**HE, "eta": -1.0}, {**HE, "reduction": "pca"}]
+
+    def make_context(self):
+        return RunContext(dataset=toy_dataset(), model=tiny_encoder(32, 3, 2, 0),
+                          device=torch.device("cpu"), seed=0, ledger=Ledger(),
+                          registry=get_registry())
+
+
+class TestHiddenEchoLdpContract(TestHiddenEchoContract):
+    defense = "hiddenecho_ldp"
+    params = SMALL
+    invalid_params = [{**SMALL, "epochs": 0}]

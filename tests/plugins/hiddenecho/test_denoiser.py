@@ -1,8 +1,12 @@
 """Gated residual denoiser (Eq. 2–3, 6): gates route information as the equations say."""
 
 import torch
-
-from dpkit_hiddenecho.denoiser import GatedResidualDenoiser, TaskHead, last_token, masked_mean
+from dpkit_hiddenecho.denoiser import (
+    GatedResidualDenoiser,
+    TaskHead,
+    last_token,
+    masked_mean,
+)
 
 
 def make(residual=True, gate=0.0, layers=2, width=8):

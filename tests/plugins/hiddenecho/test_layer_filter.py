@@ -4,9 +4,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torch import nn
-
-from dpkit.models import tiny_encoder
 from dpkit_hiddenecho.layer_filter import (
     evenly_spaced_layers,
     ig_baseline,
@@ -16,6 +13,9 @@ from dpkit_hiddenecho.layer_filter import (
     select_layers,
 )
 from dpkit_hiddenecho.server import ReplaceOutput, transformer_blocks
+from torch import nn
+
+from dpkit.models import tiny_encoder
 
 
 class SkipBody(nn.Module):

@@ -4,8 +4,12 @@ import math
 
 import pytest
 import torch
-
-from dpkit_hiddenecho.mine import MineEstimator, donsker_varadhan, sample_tokens, token_rows
+from dpkit_hiddenecho.mine import (
+    MineEstimator,
+    donsker_varadhan,
+    sample_tokens,
+    token_rows,
+)
 
 
 def gaussian_pair(n, dim, rho, generator):

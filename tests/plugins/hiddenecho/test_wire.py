@@ -1,28 +1,13 @@
-"""The metered wire: bytes counted equal the sizes of the tensors that crossed, each way."""
+"""HiddenEcho on dpkit's wire: bytes counted equal the sizes of the tensors that crossed, each way."""
 
 import pytest
 import torch
-
-from dpkit.models import tiny_encoder
 from dpkit_hiddenecho.protocol import Layout, SplitProtocol
 from dpkit_hiddenecho.server import attach_lora
-from dpkit_hiddenecho.wire import DOWN, UP, WireMeter, tensor_bytes
 
-
-def test_transfer_counts_bytes_and_detaches():
-    wire = WireMeter()
-    x = torch.randn(3, 4, requires_grad=True) * 2
-    got = wire.transfer(x, UP, "embeddings", requires_grad=True)
-    assert got.is_leaf and got.requires_grad and got.grad_fn is None
-    wire.transfer(torch.zeros(5, dtype=torch.float16), DOWN, "hidden_states")
-    wire.end_batch()
-    assert wire.bytes(direction=UP) == 3 * 4 * 4
-    assert wire.bytes(direction=DOWN) == 5 * 2
-    assert wire.per_batch("train") == 58
-    assert wire.summary() == {"train_down_hidden_states": 10, "train_up_embeddings": 48,
-                              "total": 58}
-    with pytest.raises(ValueError, match="direction"):
-        wire.transfer(x, "sideways", "x")
+from dpkit.accounting import Ledger
+from dpkit.models import tiny_encoder
+from dpkit.wire import DOWN, UP, Wire, tensor_bytes
 
 
 def batch(model, b=4):
@@ -41,9 +26,10 @@ def test_protocol_bytes_equal_tensor_sizes(layers, width, on_server, denoise):
     torch.manual_seed(0)
     model = tiny_encoder(32, 3, 2, 0)
     attach_lora(model, 4, 8.0, 0.0, None)
-    wire = WireMeter()
+    wire = Wire(Ledger())
     layout = Layout(layers=layers, width=width, reduce_on_server=on_server, denoise=denoise,
                     heads=2, ib_alpha=0.1 if on_server else 0.0, mine_tokens=16)
+    wire.phase = "train"
     proto = SplitProtocol(model, layout, 2, "mean", wire, torch.Generator().manual_seed(0))
     noisy, clean, mask, labels = batch(model)
     proto.step(noisy, clean, mask, labels)
@@ -74,8 +60,9 @@ def test_gradients_go_up_only_for_states_with_trainable_server_parts():
     torch.manual_seed(0)
     model = tiny_encoder(32, 3, 2, 0)
     attach_lora(model, 2, 4.0, 0.0, None, top_layers=1)
-    wire = WireMeter()
+    wire = Wire(Ledger())
     layout = Layout(layers=(0, 1, 2), width=8, reduce_on_server=False, heads=2)
+    wire.phase = "train"
     proto = SplitProtocol(model, layout, 2, "mean", wire, torch.Generator().manual_seed(0))
     noisy, clean, mask, labels = batch(model)
     proto.step(noisy, clean, mask, labels)

@@ -6,11 +6,13 @@ import math
 
 import pytest
 import torch
+from dpkit_obfuslm.attacks import KnnPlus, LearnedInversion, TokenFrequency
+from dpkit_obfuslm.cluster import embed_cluster
 
 from dpkit.models import tiny_causal, tiny_encoder
 from dpkit.plugins import get_registry
-from dpkit_obfuslm.attacks import KnnPlus, LearnedInversion, TokenFrequency
-from dpkit_obfuslm.cluster import embed_cluster
+from dpkit.testing import DefenseContract
+from tests.plugins.obfuslm.conftest import make_ctx, tiny_corpus
 
 FAST = {"epochs": 1, "batch_size": 32}
 
@@ -39,7 +41,11 @@ def test_components_are_registered():
 def test_ledger_reports_the_achieved_k_of_the_clustering(encoder, corpus, run):
     result, ctx = run("obfuslm", {"k": 6, "beta": 0.9, "epsilon": 0.5, **FAST}, encoder, corpus)
     spends = ctx.ledger.to_dict()["spends"]
-    assert len(spends) == 1
+    assert [s["guarantee"]["notion"] for s in spends] == ["k_anonymity", "none", "none"]
+    reasons = ctx.ledger.no_guarantee_reasons
+    assert any("id stream is deterministic" in r for r in reasons)
+    assert any("labels" in r and "plaintext" in r for r in reasons)
+    assert ctx.wire.unsent(result.view) == []
     g = ctx.ledger.summary()
     # recompute the clustering the defense made, from its own permutation
     key = result.view.truth["vocab_key"]
@@ -48,7 +54,7 @@ def test_ledger_reports_the_achieved_k_of_the_clustering(encoder, corpus, run):
     assert g["share_below_k"] == pytest.approx(clusters.share_below_k)
     assert g["anonymity_epsilon"] == pytest.approx(0.5)
     assert 0.0 <= result.metrics["accuracy"] <= 1.0
-    assert result.wire_bytes["tables_up"] == 4 * encoder.vocab_size * encoder.hidden_size
+    assert result.wire_bytes["run_up_tables"] == 4 * encoder.vocab_size * encoder.hidden_size
 
 
 def test_faithful_noise_is_recorded_as_infinite_epsilon(encoder, corpus, run):
@@ -94,3 +100,27 @@ def test_generation_smoke_decodes_on_the_client(run, corpus_factory):
 def test_unlabelled_or_wrong_model_is_explained(corpus, run):
     with pytest.raises(ValueError, match="encoder model"):
         run("obfuslm", FAST, tiny_causal(hidden_size=32), corpus)
+
+
+class TestObfusLMContract(DefenseContract):
+    defense = "obfuslm"
+    params = {"k": 5, "beta": 0.9, "epsilon": 0.5, **FAST}
+    invalid_params = [{"k": 0}, {"calibration": "approximate"}]
+
+    def make_context(self):
+        return make_ctx(tiny_encoder(hidden_size=32), tiny_corpus(60))
+
+
+class TestObfusLMPlaintextContract(TestObfusLMContract):
+    defense = "obfuslm_plaintext"
+    params = FAST
+    invalid_params = [{"epochs": 0}]
+
+
+class TestObfusLMGenerateContract(TestObfusLMContract):
+    defense = "obfuslm_generate"
+    params = {"k": 5, "beta": 0.9, "steps": 2, "prompt_tokens": 5, "new_tokens": 4, "n_eval": 4}
+    invalid_params = [{"k": 0}]
+
+    def make_context(self):
+        return make_ctx(tiny_causal(hidden_size=32), tiny_corpus(60, seed=1))

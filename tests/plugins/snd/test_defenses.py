@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+from dpkit_snd.client import SplitClient
 from safetensors.torch import load_file
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit.errors import ParamsError
-from dpkit_snd.client import SplitClient
 
 UTILITY = {"mse", "cosine", "accuracy", "auc", "token_corr"}
 
@@ -48,7 +48,9 @@ def test_ledger_entries_match_the_mechanism(registry, make_ctx, small):
     assert sent.shape == (params["view_tokens"], 32)
     assert float(sent.norm(dim=1).max()) <= client.clip_bound * (1 + 1e-5)
     assert res.view.truth["token_ids"].shape == (params["view_tokens"],)
-    assert res.wire_bytes["upload"] == sum(s.count for s in spends) * 32 * 4
+    up = sum(v for k, v in res.wire_bytes.items() if k.endswith("_up_embeddings"))
+    assert up > sum(s.count for s in spends) * 32 * 4  # padded batches: more than the real rows
+    assert ctx.wire.unsent(res.view) == [] and ctx.wire.units["embeddings"] == spends[0].count
 
 
 def test_snd_trains_once_then_hits_the_cache(registry, make_ctx, small, cache, tmp_path):
@@ -120,9 +122,23 @@ def test_params_and_inputs_are_validated(registry, make_ctx, small):
         _run(registry, make_ctx(model=tiny_causal()), "tokembpriv", {**params, "eta": 10.0})
 
 
-def test_planned_spends_name_eta_per_token(registry, small):
-    params, _ = small
-    plan = registry.build("defense", "snd", {**params, "eta": 75.0}).planned_spends(None)
-    assert [(g.eta, n) for g, _, n in plan] == [(75.0, (96 + 48) * 16)]
-    clean = registry.build("defense", "snd_clean", params).planned_spends(None)
-    assert all(isinstance(g, NoGuarantee) for g, _, _ in clean)
+def test_plan_equals_run_for_every_snd_defense(registry, make_ctx, small, cache):
+    from dpkit.accounting import Ledger
+    from dpkit.accounting.planning import plan_cell
+
+    params, denoiser = small
+    cases = {"snd": {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0]], "denoiser": denoiser},
+             "tokembpriv": {**params, "eta": 75.0}, "snd_text2text": {**params, "eta": 75.0},
+             "snd_clean": params}
+    privacy = type("P", (), {"delta": 1e-5, "accountant": "rdp", "ceiling": None})
+    for name, raw in cases.items():
+        ctx = make_ctx(cache=cache)
+        _run(registry, ctx, name, raw)
+        plan = plan_cell(registry.build("defense", name, raw), "defense", privacy,
+                         make_ctx(cache=cache))
+        ran = [(s.label, s.count) for s in ctx.ledger.spends]
+        assert ran == [(s["label"], s["count"]) for s in plan["spends"]], name
+        assert isinstance(ctx.ledger, Ledger) and ran
+    clean = make_ctx(cache=cache)
+    _run(registry, clean, "snd_clean", params)
+    assert any("clean token embeddings" in r for r in clean.ledger.no_guarantee_reasons)

@@ -28,4 +28,5 @@ def test_snd_on_real_minilm_rotten_tomatoes_with_news_denoiser(registry, make_ct
     assert res.view.observed["representations"].shape == (24, 384)
     spend = ctx.ledger.spends[0]
     assert (spend.guarantee.eta, spend.guarantee.space) == (100.0, model.as_space().name)
-    assert res.wire_bytes["download"] == (32 + 24) * 384 * 4
+    down = res.wire_bytes["train_down_pooled"] + res.wire_bytes["test_down_pooled"]
+    assert down == (32 + 24) * 384 * 4

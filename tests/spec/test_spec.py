@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dpkit.errors import SpecError
-from dpkit.runner.cells import expand, grid, set_path
-from dpkit.spec import load_spec
+from dpkit.spec import expand, grid, load_spec, set_path
 
 GOOD = """
 name: t
@@ -102,3 +101,46 @@ def test_grid_and_set_path():
     set_path(d, "x.0.y", 5)
     set_path(d, "z.w", 2)
     assert d == {"x": [{"y": 5}], "z": {"w": 2}}
+
+
+@pytest.mark.parametrize("text, location, fragment", [
+    # a base param that the method's sweep overrides is still checked
+    (GOOD.replace("eta: 1.0}", "eta: not-a-number}"), "defense.params.eta", "valid number"),
+    # a global sweep over data / model / attacks is checked for every point
+    (GOOD + "sweep: {data.name: [toy_text, toytxt]}\n", "sweep.data.name='toytxt'",
+     "unknown dataset"),
+    (GOOD + "sweep: {data.params.n_docs: [4, -1]}\n", "sweep.data.params.n_docs=-1",
+     "greater than or equal to 2"),
+    (GOOD + "attacks: [{name: toy_attack}]\nsweep: {attacks.0.params.nope: [1]}\n",
+     "sweep.attacks.0.params.nope=1", "unknown parameter 'nope'"),
+    (GOOD + "sweep: {model.params.dim: [0]}\n", "sweep.model.params.dim=0", "greater than"),
+    # a list index that is not there is a spec error, not an IndexError
+    (GOOD + "attacks: [{name: toy_attack}]\nsweep: {attacks.7.params.ks: [1]}\n",
+     "sweep.attacks.7.params.ks", "not an index in 0..0"),
+    (GOOD + "sweep: {seeds.x: [1]}\n", "sweep.seeds.x", "not an index"),
+    (GOOD.replace("sweep: {eta: [1, 2]}", "sweep: {eta.0: [1, 2]}"), "defense.sweep.eta.0=1",
+     "valid number"),
+])
+def test_every_expanded_cell_is_checked(tmp_path, toy_plugins, text, location, fragment):
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: {location} — ") and fragment in msg, msg
+
+
+def test_sweep_may_supply_a_required_param(tmp_path, toy_plugins):
+    text = GOOD.replace("params: {eta: 1.0}, ", "")
+    assert len(expand(load_spec(write(tmp_path, text)), toy_plugins)) == 4
+
+
+def test_run_spec_checks_before_any_cell_runs(tmp_path, toy_plugins):
+    from dpkit.runner import run_spec
+    from dpkit.spec import parse_spec, read_yaml
+
+    raw = read_yaml(write(tmp_path, GOOD))
+    spec = parse_spec(raw, "s.yaml")
+    bad = spec.model_copy(update={"sweep": {"data.params.n_docs": [4, -1]}})
+    with pytest.raises(SpecError, match="sweep.data.params.n_docs=-1"):
+        run_spec(bad, tmp_path / "out", show_progress=False)
+    assert not (tmp_path / "out" / "results.jsonl").exists()

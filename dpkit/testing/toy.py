@@ -1,27 +1,33 @@
 """A toy plug-in (generated data, a random space, a noisy defense, an attack) for tests and demos.
 
-Load it with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.toy`` or ``dpkit.plugins.register_plugin``. Nothing here
-is a research method; it exercises the runner, the ledger and the reports in seconds.
+Load it with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy`` or ``dpkit.plugins.register_plugin``.
+Nothing here is a research method; it exercises the runner, the ledger and the reports in seconds.
+Its guarantee is still declared correctly (a test double that over-claims would teach the wrong
+thing).
 """
 
 from __future__ import annotations
 
 import time
 
+import dp_accounting
 import torch
 from pydantic import Field
 
-from dpkit.accounting import MetricDpGuarantee
+from dpkit.accounting import DpGuarantee
+from dpkit.component import Component
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.hookspecs import hookimpl
 from dpkit.params import Params
 from dpkit.protocols import DefenseResult, ServerView
+from dpkit.releases import declare_releases
 from dpkit.space import EmbeddingSpace
+from dpkit.wire import Release
 
 WORDS = [f"w{i}" for i in range(40)]
 
 
-class ToyText:
+class ToyText(Component):
     """Generated sentences over 40 words, two labels."""
 
     name = "toy_text"
@@ -29,9 +35,6 @@ class ToyText:
     class Params(Params):
         n_docs: int = Field(24, ge=2, le=10_000)
         seed: int = 0
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def load(self) -> TextDataset:
         """Seeded random documents split 50/50."""
@@ -44,16 +47,13 @@ class ToyText:
                                         "test": TextSplit(docs[half:], labels[half:])}, ("a", "b"))
 
 
-class ToySpace:
+class ToySpace(Component):
     """A random 40×8 embedding space."""
 
     name = "toy_space"
 
     class Params(Params):
         dim: int = Field(8, ge=1, le=512)
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def load(self, device: torch.device) -> EmbeddingSpace:
         """Seeded Gaussian vectors on ``device``."""
@@ -62,8 +62,14 @@ class ToySpace:
                               ).to(device)
 
 
-class ToyNoise:
-    """Adds isotropic noise of scale 1/eta to token embeddings (declared as eta-dχ)."""
+class ToyNoise(Component):
+    """Adds Gaussian noise of standard deviation 1/eta to token embeddings, declared (ε, δ)-DP.
+
+    Gaussian noise gives no η-dχ guarantee (its privacy loss is unbounded in the tails), so each
+    token release is declared as the Gaussian mechanism: ``GaussianDpEvent(σ/Δ)`` with σ = 1/eta
+    and Δ the largest L2 distance between two vocabulary vectors (replacing one token moves its
+    embedding by at most Δ). The ledger composes one event per released token.
+    """
 
     name = "toy_noise"
 
@@ -72,32 +78,39 @@ class ToyNoise:
         fail: bool = False
         sleep: float = Field(0.0, ge=0)
 
-    def __init__(self, params: Params):
-        self.params = params
+    def releases(self, ctx) -> list[Release]:
+        """One Gaussian release per test token (the noisy embeddings sent to the server)."""
+        space: EmbeddingSpace = ctx.model
+        n = sum(len(d) for d in space.encode(ctx.dataset["test"].texts))
+        return [Release("embeddings", self.guarantee(space), "toy_noise", count=n)]
 
     def run(self, ctx) -> DefenseResult:
-        """Noise every test token; utility is the share still nearest to itself."""
+        """Noise every test token, send it; utility is the share still nearest to itself."""
         if self.params.fail:
             raise RuntimeError("toy_noise was asked to fail")
         time.sleep(self.params.sleep)
+        declare_releases(self, ctx)
         space: EmbeddingSpace = ctx.model
         ids = torch.cat(space.encode(ctx.dataset["test"].texts)).to(ctx.device)
-        # one pass over the data: count = tokens released, each once (η per token, η·Σd per doc)
-        ctx.ledger.spend(MetricDpGuarantee(self.params.eta, "l2", space.name), "toy_noise",
-                         count=int(ids.numel()))
         clean = space.vectors[ids]
         noise = torch.randn(clean.shape, generator=ctx.generator("noise"), device=ctx.device)
-        noisy = clean + noise / self.params.eta
+        noisy = ctx.wire.send("embeddings", clean + noise / self.params.eta, observe="embeddings")
         nearest = torch.cdist(noisy, space.vectors).argmin(dim=1)
         return DefenseResult(
             metrics={"preserved": float((nearest == ids).float().mean())},
-            view=ServerView(observed={"embeddings": noisy}, knowledge={"space": space},
-                            truth={"token_ids": ids}),
-            wire_bytes={"up": noisy.numel() * noisy.element_size()},
+            view=ctx.wire.view(knowledge={"space": space}, truth={"token_ids": ids}),
+            wire_bytes=ctx.wire.summary(),
         )
 
+    def guarantee(self, space: EmbeddingSpace) -> DpGuarantee:
+        """The Gaussian mechanism on one token: noise multiplier σ/Δ (Δ: the space's diameter)."""
+        diameter = float(torch.cdist(space.vectors.float(), space.vectors.float()).max())
+        sigma = 1.0 / self.params.eta
+        return DpGuarantee(dp_accounting.GaussianDpEvent(sigma / diameter),
+                           f"Gaussian σ={sigma:.4g} on embeddings, L2 sensitivity {diameter:.4g}")
 
-class ToyAttack:
+
+class ToyAttack(Component):
     """Guesses each token as the nearest vocabulary vector."""
 
     name = "toy_attack"
@@ -105,9 +118,6 @@ class ToyAttack:
 
     class Params(Params):
         pass
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def run(self, view: ServerView, ctx) -> dict[str, float]:
         """Top-1 recovery rate."""

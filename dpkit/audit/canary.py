@@ -1,0 +1,111 @@
+"""The capability a defense offers to be audited with canaries, and the registry of adapters.
+
+A defense is auditable when it (or an adapter registered for its name) has::
+
+    audit_run(ctx, included) -> CanaryRun
+
+``included`` is a boolean array, one entry per canary, drawn by the auditor with probability ½
+each. The defense builds its m = len(included) canaries from ``ctx`` (seeded, so the same ctx
+gives the same canaries), runs its own code path with exactly the included ones inserted (a
+training example, a teacher's data, a token or document sent over the wire) and records its
+spends on ``ctx.ledger`` as a normal run does. Then it scores every canary — included or not —
+from what an attacker sees after the run (the trained model, the released aggregate, everything
+that crossed the wire): higher means "more likely included". It returns the scores with the
+ε its ledger claims for one canary at ``ctx.ledger.delta_target``.
+
+A plug-in that cannot (or should not) put the method on its defense class registers an adapter
+in a module ``<package>.audit``, which the auditor imports on first use::
+
+    from dpkit.audit.canary import register_defense_audit
+    register_defense_audit("my_defense", lambda defense: MyAudit(defense))
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpkit.errors import AuditError
+from dpkit.protocols import AuditableDefense
+
+
+@dataclass
+class CanaryRun:
+    """One audited run: a score per canary (higher = guessed included) and the claimed ε.
+
+    ``claimed_epsilon`` is what the run's ledger allows for one canary at ``delta`` (the run's
+    ε for a record-level unit; η·d for a token pair at distance d under metric DP); ``unit``
+    names the neighbouring relation; ``details`` holds anything worth reporting (settings,
+    times, the ledger table).
+    """
+
+    scores: np.ndarray
+    claimed_epsilon: float
+    delta: float
+    unit: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def check(self, included: np.ndarray) -> None:
+        """Raise AuditError unless there is one finite score per canary and a valid claim."""
+        scores = np.asarray(self.scores, dtype=float)
+        if scores.shape != included.shape:
+            raise AuditError(f"audit_run returned {scores.shape} scores for {included.shape} "
+                             "canaries; return one score per canary, included or not")
+        if not np.isfinite(scores).all():
+            raise AuditError("audit_run returned non-finite canary scores; map certainties to "
+                             "large finite values (e.g. ±1e6)")
+        if not (self.claimed_epsilon >= 0 and not math.isnan(self.claimed_epsilon)):
+            raise AuditError(f"claimed ε must be ≥ 0 (or ∞), got {self.claimed_epsilon!r}")
+
+
+AdapterFactory = Callable[[Any], AuditableDefense]
+_ADAPTERS: dict[str, AdapterFactory] = {}
+
+
+def register_defense_audit(name: str, factory: AdapterFactory) -> None:
+    """Make defense ``name`` auditable: ``factory(defense)`` returns its :class:`AuditableDefense`."""
+    _ADAPTERS[name] = factory
+
+
+def _import_plugin_audit(defense: Any) -> None:
+    package = (defense if isinstance(defense, type) else type(defense)).__module__.split(".")[0]
+    if f"{package}.audit" in sys.modules:
+        return
+    try:
+        importlib.import_module(f"{package}.audit")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.audit":
+            raise
+
+
+def auditable(defense: Any) -> AuditableDefense:
+    """The canary-audit capability of ``defense``: its own ``audit_run`` or a registered adapter."""
+    if isinstance(defense, AuditableDefense):
+        return defense
+    name = getattr(defense, "name", type(defense).__name__)
+    if name not in _ADAPTERS:
+        _import_plugin_audit(defense)
+    if name not in _ADAPTERS:
+        raise AuditError(f"defense {name!r} offers no canary audit: give it an "
+                         "audit_run(ctx, included) method or register an adapter with "
+                         "dpkit.audit.canary.register_defense_audit (see docs/audit.md, "
+                         f"'Auditing defenses'); auditable: {', '.join(auditable_names()) or 'none'}")
+    return _ADAPTERS[name](defense)
+
+
+def auditable_names() -> list[str]:
+    """Registered defenses that are auditable (each plug-in's ``audit`` module imported first)."""
+    from dpkit.plugins import get_registry
+
+    registry = get_registry()
+    names = registry.names("defense")
+    for name in names:
+        _import_plugin_audit(registry.get("defense", name).cls)
+    return sorted(n for n in names if n in _ADAPTERS
+                  or issubclass(registry.get("defense", n).cls, AuditableDefense))

@@ -1,0 +1,113 @@
+"""Canaries for split-inference defenses: is token a or its neighbour b behind what was uploaded?
+
+Canary i is a pair of vocabulary tokens (aᵢ, bᵢ) at distance dᵢ in the public embedding space:
+the client sends aᵢ if the canary is included, bᵢ otherwise, through the defense's own client
+path and ``ctx.wire`` (:mod:`dpkit.wire`, the one release path). The server-side attacker sees
+every floating-point tensor sent up the wire and scores it with the log-likelihood ratio of the
+*declared* dχ law, η(‖y − bᵢ‖ − ‖y − aᵢ‖) per uploaded vector, plus a certainty (±1e6) for any
+vector equal to aᵢ or bᵢ. Under η-metric DP each canary costs at most η·max dᵢ: the claim is the
+run's ledger ``metric_epsilon`` at that distance (∞ if anything crossed the wire uncovered).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from dpkit.audit.canary import CanaryRun
+
+EXACT = 1e-5
+CERTAIN = 1e6
+
+
+def canary_pairs(vectors: torch.Tensor, m: int, generator: torch.Generator,
+                 exclude: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """m pairs (a, b): a drawn from the vocabulary (``exclude``d ids left out), b its nearest
+    other token; draws repeat when m exceeds the vocabulary."""
+    allowed = torch.ones(len(vectors), dtype=torch.bool)
+    if exclude is not None:
+        allowed[exclude.cpu()] = False
+    pool = allowed.nonzero().squeeze(1)
+    a = pool[torch.randint(len(pool), (m,), generator=generator)]
+    dist = torch.cdist(vectors[a].float(), vectors[pool].float())
+    dist[pool.unsqueeze(0) == a.unsqueeze(1)] = float("inf")
+    b = pool[dist.argmin(dim=1)]
+    return a, b
+
+
+def declared_llr(uploads: list[torch.Tensor], a: torch.Tensor, b: torch.Tensor,
+                 eta: float) -> np.ndarray:
+    """Σ over uploaded vectors of η(‖y − b‖ − ‖y − a‖), ±1e6 for exact copies of a or b.
+
+    Uploads that are not one or more embedding-width vectors per canary (masks) are skipped."""
+    score = torch.zeros(len(a), dtype=torch.float64)
+    for y in uploads:
+        if y.ndim == 0 or y.shape[-1] != a.shape[-1] or y.numel() % (len(a) * a.shape[-1]):
+            continue
+        y = y.double().reshape(len(a), -1, a.shape[-1])
+        da = (y - a.double().unsqueeze(1)).norm(dim=-1)
+        db = (y - b.double().unsqueeze(1)).norm(dim=-1)
+        score += (eta * (db - da)).sum(1)
+        score += CERTAIN * ((da < EXACT).sum(1) - (db < EXACT).sum(1))
+    return score.clamp(-CERTAIN, CERTAIN).numpy()
+
+
+class SplitCanaryAudit:
+    """Base of a split-inference adapter: subclasses give the space and send the canary texts."""
+
+    unit = "token (one token replaced by its nearest neighbour)"
+
+    def __init__(self, defense: Any):
+        self.defense = defense
+
+    def setup(self, ctx) -> tuple[Any, torch.Tensor | None]:
+        """Load what the client needs; return (embedding space, token ids never used as canary)."""
+        raise NotImplementedError
+
+    def send(self, ctx, ids: torch.Tensor) -> float:
+        """Declare and send one single-token text per id through ``ctx.wire``; return η."""
+        raise NotImplementedError
+
+    def audit_run(self, ctx, included: np.ndarray) -> CanaryRun:
+        """Send aᵢ or bᵢ per canary, score the uploads with the declared law, claim η·max d."""
+        space, specials = self.setup(ctx)
+        vectors = space.vectors.cpu()
+        a, b = canary_pairs(vectors, len(included), ctx.generator("split-canaries", "cpu"),
+                            specials)
+        sent = torch.where(torch.as_tensor(included), a, b)
+        ctx.say(f"uploading {len(sent)} canary tokens")
+        with record_uploads(ctx.wire) as uploads:
+            eta = self.send(ctx, sent.to(ctx.device))
+        ctx.wire.close()
+        distance = float((vectors[a] - vectors[b]).norm(dim=-1).max())
+        scores = declared_llr(uploads, vectors[a], vectors[b], eta)
+        return CanaryRun(scores, float(ctx.ledger.metric_epsilon([distance])),
+                         ctx.ledger.delta_target, self.unit,
+                         {"eta": eta, "max_pair_distance": distance,
+                          "uploads": [tuple(u.shape) for u in uploads]})
+
+
+@contextlib.contextmanager
+def record_uploads(wire) -> Iterator[list[torch.Tensor]]:
+    """Record every floating-point tensor sent up ``wire`` (its real rows) while inside."""
+    from dpkit.wire import UP
+
+    uploads: list[torch.Tensor] = []
+    original = wire.send
+
+    def recording(name, tensor, direction=UP, **kwargs):
+        if direction == UP and tensor.is_floating_point():
+            rows = kwargs.get("rows")
+            real = tensor[rows.bool()] if rows is not None else tensor
+            uploads.append(real.detach().cpu().clone())
+        return original(name, tensor, direction, **kwargs)
+
+    wire.send = recording
+    try:
+        yield uploads
+    finally:
+        del wire.send

@@ -1,0 +1,111 @@
+"""``dpkit report RUN_DIR [RUN_DIR ...]``: re-render table, CSVs, plot and claims from results.
+
+Reads each folder's ``results.jsonl`` and ``spec.json`` (written by every run); runs nothing.
+Several folders of one spec (say, seeds run on different machines) merge into one report; folders
+of different specs are refused with the fields that differ.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dpkit.errors import DpkitError
+from dpkit.spec import Spec
+
+# fields that may differ between runs of one spec: where and how they ran, and which seeds
+RUN_ONLY = ("seeds", "output", "device", "resources")
+
+
+def register(sub) -> None:
+    """Add the ``report`` sub-command."""
+    p = sub.add_parser("report", help="re-render a run's table, CSVs, plot and claims",
+                       description="Re-render the table, results.csv, cells.csv, tradeoff.png "
+                       "and claims.json from results.jsonl without running a cell. Several "
+                       "folders of the same spec merge (cells by key, seeds pooled).")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run output folders")
+    p.add_argument("--out", help="where to write (default: the folder itself; with several "
+                   "folders, runs/<name>-merged)")
+    p.add_argument("--spec", help="spec file, for folders written before spec.json existed")
+    p.set_defaults(func=_report)
+
+
+def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dict]]:
+    """(spec, rows) of one run folder."""
+    from dpkit.runner.store import ResultStore
+    from dpkit.spec import load_spec
+
+    if not (folder / "results.jsonl").is_file():
+        raise DpkitError(f"{folder}: no results.jsonl; give a folder that `dpkit run` wrote to")
+    if spec_path:
+        spec = load_spec(spec_path)
+    elif (folder / "spec.json").is_file():
+        spec = Spec.model_validate(json.loads((folder / "spec.json").read_text(encoding="utf-8")))
+    else:
+        raise DpkitError(f"{folder}: no spec.json (written by runs since claims were added); "
+                         "pass the spec with --spec SPEC.yaml")
+    rows = list(ResultStore(folder).rows.values())
+    if not rows:
+        raise DpkitError(f"{folder}: results.jsonl holds no finished cell")
+    return spec, rows
+
+
+def merge_runs(runs: list[tuple[Path, Spec, list[dict]]]) -> tuple[Spec, list[dict]]:
+    """One (spec, rows) from several runs of the same spec; seeds pooled, cells unique by key."""
+    first_dir, spec, _ = runs[0]
+    base = _comparable(spec)
+    for folder, other, _ in runs[1:]:
+        differ = sorted(k for k in {*base, *_comparable(other)}
+                        if base.get(k) != _comparable(other).get(k))
+        if differ:
+            raise DpkitError(f"{folder} and {first_dir} are runs of different specs (they differ "
+                             f"in {', '.join(differ)}); merge only folders of one spec")
+    rows: dict[str, dict] = {}
+    for _, _, run_rows in runs:
+        for r in run_rows:
+            rows.setdefault(r["key"], r)
+    seeds = sorted({s for _, sp, _ in runs for s in sp.seeds} | {r["seed"] for r in rows.values()})
+    return spec.model_copy(update={"seeds": seeds}), list(rows.values())
+
+
+def _comparable(spec: Spec) -> dict:
+    return {k: v for k, v in spec.model_dump(mode="json").items() if k not in RUN_ONLY}
+
+
+def _relabel_cells(spec):
+    """The spec's cells when its plug-ins load (for current labels); none otherwise."""
+    try:
+        from dpkit.plugins import get_registry
+        from dpkit.runner.cells import expand
+
+        return expand(spec, get_registry())
+    except DpkitError:
+        return []
+
+
+def _report(args) -> int:
+    from dpkit.report import render_table, write_outputs
+
+    folders = [Path(r) for r in args.runs]
+    runs = [(f, *load_run(f, args.spec)) for f in folders]
+    spec, rows = merge_runs(runs) if len(runs) > 1 else runs[0][1:]
+    out = Path(args.out) if args.out else (
+        folders[0] if len(folders) == 1 else Path("runs") / f"{spec.name}-merged")
+    if len(folders) > 1 or out != folders[0]:
+        _write_rows(rows, out)
+    write_outputs(spec, _relabel_cells(spec), rows, out)
+    print(render_table(spec, rows))
+    print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; outputs in "
+          f"{out}/ (results.csv, cells.csv, ledger.json, claims.json, tradeoff.png)")
+    return 0
+
+
+def _write_rows(rows: list[dict], out: Path) -> None:
+    """The merged results.jsonl, so the merged folder is itself a run folder."""
+    from dpkit.runner.store import ResultStore
+
+    if (out / "results.jsonl").exists():
+        raise DpkitError(f"{out}/results.jsonl exists; choose another --out or remove it")
+    store = ResultStore(out)
+    for r in rows:
+        store.append(r)

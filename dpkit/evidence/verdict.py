@@ -1,0 +1,170 @@
+"""Verdicts of a spec's claims on finished rows: holds, refuted or undecided, with the numbers.
+
+Per compared point: the paired differences over seeds, their Student-t 95 % interval, and two
+one-sided t tests — for the claim (H0: "A is not better by the margin") and against it (H0: "A is
+better by the margin") — each Holm-corrected across the claim's points. ``holds``: every point's
+corrected test for the claim rejects at 2.5 % (one-sided; the 95 % interval's tail). ``refuted``: some point's corrected test against the
+claim rejects. Otherwise ``undecided``; always ``undecided`` where a point has fewer than two
+paired seeds. docs/evidence.md states this in full.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dpkit.evidence.claims import Claim
+from dpkit.evidence.pairing import ClaimError, equal_pairs, matched_pairs
+from dpkit.evidence.stats import ALPHA, LEVEL, Summary, holm, one_sided_p, summarize
+
+MARKS = {"holds": "✓", "refuted": "✗", "undecided": "?"}
+
+
+@dataclass
+class PointResult:
+    """The evidence at one compared point."""
+
+    at: object
+    seeds: list[int]
+    a_mean: float
+    b_mean: float
+    diff: dict
+    p: float = math.nan
+    p_holm: float = math.nan
+    p_against: float = math.nan
+    p_against_holm: float = math.nan
+
+
+@dataclass
+class ClaimResult:
+    """A claim's verdict, why, and the per-point numbers behind it."""
+
+    claim: str
+    verdict: str
+    reason: str
+    spec: dict
+    points: list[PointResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """JSON-ready mapping (claims.json)."""
+        return asdict(self)
+
+
+def resolve(claim: Claim, report_x: str | None) -> Claim:
+    """The claim with ``over`` defaulted to the spec's report x."""
+    if claim.at == "equal" and not claim.over and report_x:
+        return claim.model_copy(update={"over": report_x})
+    return claim
+
+
+def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> ClaimResult:
+    """Judge one claim on the finished rows (paired by seed)."""
+    claim = resolve(claim, report_x)
+
+    def result(verdict: str, reason: str, points: list[PointResult] | None = None) -> ClaimResult:
+        return ClaimResult(claim=claim.title(), verdict=verdict, reason=reason,
+                           spec=claim.model_dump(mode="json"), points=points or [])
+
+    layout: list[tuple[object, list[tuple[int, float, float]]]]
+    try:
+        if claim.at == "equal":
+            layout, note = equal_pairs(claim, rows), f"equal {claim.over}"
+        else:
+            matched, note = matched_pairs(claim, rows)
+            layout = list(matched)
+    except ClaimError as exc:
+        return result("undecided", f"cannot evaluate: {exc}")
+    if not layout:
+        return result("undecided", note)
+    missing = _missing_metric(claim, rows, layout)
+    if missing:
+        return result("undecided", missing)
+    points = [_point(claim, at, pairs) for at, pairs in layout]
+    thin = [p for p in points if len(p.seeds) < 2]
+    if thin:
+        where = ", ".join(f"{_at(p.at)} ({len(p.seeds)} seed{'s' * (len(p.seeds) != 1)})"
+                          for p in thin)
+        return result("undecided", f"fewer than 2 paired seeds at {where}: a confidence interval "
+                      "needs at least 2 (run with --seeds 3 or more)", points)
+    for p, q in zip(points, holm([p.p for p in points])):
+        p.p_holm = q
+    for p, q in zip(points, holm([p.p_against for p in points])):
+        p.p_against_holm = q
+    against = [p for p in points if p.p_against_holm < ALPHA]
+    if all(p.p_holm < ALPHA for p in points):
+        verdict, why = "holds", f"at all {len(points)} point(s), Holm-corrected p < {ALPHA:g}"
+    elif against:
+        verdict, why = "refuted", ("the opposite is significant (Holm-corrected p < "
+                                   f"{ALPHA:g}) at {', '.join(_at(p.at) for p in against)}")
+    else:
+        weak = [p for p in points if p.p_holm >= ALPHA]
+        verdict, why = "undecided", (f"not significant at {', '.join(_at(p.at) for p in weak)}"
+                                     " either way")
+    return result(verdict, f"{why} ({note}, {len(points[0].seeds)} seeds)", points)
+
+
+def _missing_metric(claim: Claim, rows: list[dict], layout) -> str:
+    names = {k for r in rows for k in (*r.get("metrics", {}), *r.get("privacy", {}))}
+    for name in (claim.metric, claim.privacy):
+        if name and name not in names:
+            return (f"no cell reports metric {name!r}; metrics in these results: "
+                    f"{', '.join(sorted(names))}")
+    if all(not pairs for _, pairs in layout):
+        return f"{claim.method!r} and {claim.versus!r} share no finished seed with {claim.metric}"
+    return ""
+
+
+def _point(claim: Claim, at, pairs: list[tuple[int, float, float]]) -> PointResult:
+    diffs = [claim.difference(a, b) for _, a, b in pairs]
+    summary = summarize(diffs) if diffs else Summary(math.nan, math.nan, math.nan, math.nan, 0)
+    result = PointResult(at=at, seeds=[s for s, _, _ in pairs], diff=summary.to_dict(),
+                         a_mean=_mean([a for _, a, _ in pairs]),
+                         b_mean=_mean([b for _, _, b in pairs]))
+    if len(diffs) >= 2:
+        greater = claim.direction == "greater"
+        result.p = one_sided_p(diffs, claim.threshold(), greater)
+        result.p_against = one_sided_p(diffs, claim.threshold(), not greater)
+    return result
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def _at(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def evaluate_all(spec, rows: list[dict]) -> list[ClaimResult]:
+    """Every claim of ``spec`` judged on ``rows``."""
+    return [evaluate(c, rows, spec.report.x) for c in getattr(spec, "claims", None) or []]
+
+
+def format_verdicts(results: list[ClaimResult]) -> str:
+    """The verdict lines printed after the results table."""
+    if not results:
+        return ""
+    lines = ["claims (paired seeds, 95 % Student-t intervals, Holm across points):"]
+    for i, r in enumerate(results, 1):
+        lines.append(f"  [{i}] {MARKS[r.verdict]} {r.verdict.upper()}: {r.claim}")
+        lines.append(f"      {r.reason}")
+        for p in r.points:
+            d = p.diff
+            ci = (f"[{d['ci_low']:+.4g}, {d['ci_high']:+.4g}]" if math.isfinite(d["ci_low"])
+                  else "[n/a]")
+            ps = f", p={p.p_holm:.3g} (Holm)" if math.isfinite(p.p_holm) else ""
+            lines.append(f"      at {_at(p.at)}: A={p.a_mean:.4g} B={p.b_mean:.4g} "
+                         f"diff={d['mean']:+.4g} {ci}{ps}")
+    return "\n".join(lines)
+
+
+def write_claims(results: list[ClaimResult], path: Path) -> None:
+    """claims.json: every claim's verdict, reason and per-point numbers."""
+    from dpkit.jsonutil import json_safe
+
+    doc = {"level": LEVEL, "one_sided_alpha": ALPHA, "correction": "holm",
+           "interval": "student-t",
+           "claims": [r.to_dict() for r in results]}
+    path.write_text(json.dumps(json_safe(doc), indent=2, default=str) + "\n", encoding="utf-8")

@@ -1,0 +1,41 @@
+"""The one table of component kinds: hook name, protocol, and what the registry requires.
+
+Everything that lists kinds (the hook specifications, the registry, ``dpkit plugins``) reads it
+from here; adding a kind means one row below, one hook specification in :mod:`dpkit.hookspecs`
+and one protocol in :mod:`dpkit.protocols`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One component kind."""
+
+    name: str                        # registry kind, e.g. "mechanism"
+    hook: str                        # the hook that registers it
+    protocol: str                    # class name in dpkit.protocols
+    methods: tuple[str, ...]         # methods every component of the kind must define
+    plural: str                      # for listings
+
+    def protocol_class(self) -> type:
+        """The protocol class in :mod:`dpkit.protocols`."""
+        import dpkit.protocols
+
+        return getattr(dpkit.protocols, self.protocol)
+
+
+KIND_TABLE: tuple[Kind, ...] = (
+    Kind("mechanism", "dpkit_register_mechanisms", "Mechanism", ("guarantee", "privatize"),
+         "mechanisms"),
+    Kind("defense", "dpkit_register_defenses", "Defense", ("run",), "defenses"),
+    Kind("attack", "dpkit_register_attacks", "Attack", ("run",), "attacks"),
+    Kind("dataset", "dpkit_register_datasets", "DatasetSource", ("load",), "datasets"),
+    Kind("model", "dpkit_register_models", "ModelSource", ("load",), "models"),
+)
+
+KINDS: tuple[str, ...] = tuple(k.name for k in KIND_TABLE)
+BY_NAME: dict[str, Kind] = {k.name: k for k in KIND_TABLE}
+HOOKS: dict[str, str] = {k.hook: k.name for k in KIND_TABLE}

@@ -1,0 +1,151 @@
+"""Second validation pass of a spec: every component and every expanded cell against a registry.
+
+One pass, before anything runs: the spec as written (each base param, even one a sweep
+overrides), then every cell the sweeps expand to (components, params and evaluation settings of
+each). Every problem is a :class:`SpecError` ``FILE: location — message``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from dpkit.errors import ComponentNotFoundError, SpecError
+from dpkit.spec.cells import Cell, SweepError, expand
+from dpkit.spec.schema import Spec
+
+MECHANISM_TASK = "privatize_text"
+
+
+def check_spec(spec: Spec, registry=None) -> list[Cell]:
+    """Validate ``spec`` and every cell it expands to; returns the cells (raises SpecError)."""
+    from dpkit.plugins import get_registry  # the process-wide registry, only when none is given
+
+    registry = registry or get_registry()
+    path = spec.path
+    for gpath in spec.sweep:
+        if gpath.split(".")[0] not in Spec.model_fields:
+            raise SpecError(path, f"sweep.{gpath}", f"unknown spec field {gpath.split('.')[0]!r}")
+    for kind, location, ref, own_sweep in _components_as_written(spec):
+        cls = _lookup(registry, path, kind, f"{location}.name", ref.name)
+        supplied = {p.split(".")[0] for p in own_sweep} | {
+            g[len(location) + 8:].split(".")[0] for g in spec.sweep
+            if g.startswith(f"{location}.params.")}
+        _validate(cls, ref.params, path, location, {}, supplied)
+    try:
+        cells = expand(spec, registry)
+    except SweepError as exc:
+        raise SpecError(path, exc.location, exc.message) from None
+    seen: set[str] = set()
+    for cell in cells:
+        for kind, location, name, params, swept in _cell_components(spec, cell):
+            key = json.dumps([kind, location, name, params], sort_keys=True, default=str)
+            if key in seen:
+                continue
+            seen.add(key)
+            where = next((s for p, s in swept.items() if p == "name"), f"{location}.name")
+            cls = _lookup(registry, path, kind, where, name)
+            _validate(cls, params, path, location, swept)
+        if cell.kind == "mechanism":
+            key = json.dumps(["evaluation", cell.component, cell.evaluation, cell.params],
+                             sort_keys=True, default=str)
+            if key not in seen:
+                seen.add(key)
+                _check_evaluation(registry, path, cell)
+    from dpkit.evidence.check import check_claims
+
+    check_claims(spec, cells)
+    return cells
+
+
+def _components_as_written(spec: Spec):
+    """(kinds, location, ref, own sweep) of every component named in the spec."""
+    yield ("dataset",), "data", spec.data, {}
+    if spec.model:
+        yield ("model",), "model", spec.model, {}
+    for i, attack in enumerate(spec.attacks):
+        yield ("attack",), f"attacks.{i}", attack, {}
+    for location, entry in spec.methods():
+        kinds = (entry.kind,) if entry.kind else (
+            (location,) if location in ("defense", "mechanism") else ("defense", "mechanism"))
+        yield kinds, location, entry, entry.sweep
+
+
+def _cell_components(spec: Spec, cell):
+    """(kinds, location, name, params, swept) for each component a cell builds.
+
+    ``swept`` maps a param path (relative to the component's params; ``name`` for the component
+    name) to the sweep entry that set it, e.g. ``sweep.data.params.n_docs=4``.
+    """
+    globals_ = {p: v for p, v in cell.point.items() if p in spec.sweep}
+    own = {p: v for p, v in cell.point.items() if p not in spec.sweep}
+
+    def swept(location: str, method_sweep: bool = False) -> dict[str, str]:
+        out = {}
+        for gpath, value in globals_.items():
+            if gpath.startswith(f"{location}.params."):
+                out[gpath[len(location) + 8:]] = f"sweep.{gpath}={value!r}"
+            elif gpath == f"{location}.name":
+                out["name"] = f"sweep.{gpath}={value!r}"
+        if method_sweep:
+            out.update({p: f"{location}.sweep.{p}={v!r}" for p, v in own.items()})
+        return out
+
+    yield ("dataset",), "data", cell.data["name"], cell.data["params"], swept("data")
+    if cell.model:
+        yield ("model",), "model", cell.model["name"], cell.model["params"], swept("model")
+    for i, attack in enumerate(cell.attacks):
+        yield ("attack",), f"attacks.{i}", attack["name"], attack["params"], swept(f"attacks.{i}")
+    location = next(loc for loc, entry in spec.methods() if entry.display == cell.method)
+    yield (cell.kind,), location, cell.component, cell.params, swept(location, True)
+
+
+def _check_evaluation(registry, path: str, cell) -> None:
+    try:
+        task = registry.get("defense", MECHANISM_TASK).cls
+    except ComponentNotFoundError:
+        raise SpecError(path, "mechanism", f"mechanism entries need the {MECHANISM_TASK!r} "
+                        "defense, which no loaded plug-in provides (is plug-in 'tasks' disabled?)"
+                        ) from None
+    try:
+        task.Params.model_validate({**cell.evaluation, "mechanism": cell.component,
+                                    "mechanism_params": cell.params})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise SpecError(path, "evaluation." + ".".join(str(p) for p in err["loc"]),
+                        err["msg"]) from None
+
+
+def _lookup(registry, path: str, kinds: tuple[str, ...], location: str, name: str):
+    try:
+        return registry.find(name, kinds).cls
+    except ComponentNotFoundError as exc:
+        raise SpecError(path, location, str(exc)) from None
+
+
+def _validate(cls, params: dict, path: str, location: str, swept: dict[str, str],
+              supplied: set[str] = frozenset()) -> None:
+    """Validate ``params``; ``supplied``: top-level fields a sweep sets (may be missing here)."""
+    try:
+        cls.Params.model_validate(params)
+    except ValidationError as exc:
+        errors = [e for e in exc.errors()
+                  if not (e["type"] == "missing" and str(e["loc"][0]) in supplied)]
+        if errors:
+            raise SpecError(path, *_describe(cls, errors[0], location, swept)) from None
+
+
+def _describe(cls, err: Any, location: str, swept: dict[str, str]) -> tuple[str, str]:
+    field = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        known = list(cls.Params.model_fields)
+        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known) or 'none'}"
+        msg = f"unknown parameter {err['loc'][-1]!r} of {cls.name!r}; {hint}"
+    by = next((s for p, s in swept.items()
+               if p == field or field.startswith(p + ".") or p.startswith(field + ".")), None)
+    return by or f"{location}.params.{field}", msg.removeprefix("Value error, ")

@@ -1,0 +1,110 @@
+"""The spec schema: pydantic models of an experiment spec's structure (no registry involved)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from dpkit.evidence.claims import Claim
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ComponentRef(_Strict):
+    """A registered dataset, model or attack by name, with its params."""
+
+    name: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class MethodEntry(_Strict):
+    """A defense or mechanism to evaluate, with params and its own sweep over param paths."""
+
+    name: str = Field(min_length=1)
+    label: str | None = None
+    kind: Literal["defense", "mechanism"] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_validator("sweep")
+    @classmethod
+    def _non_empty_values(cls, sweep: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for path, values in sweep.items():
+            if not values:
+                raise ValueError(f"sweep {path!r} has no values; give at least one")
+        return sweep
+
+    @property
+    def display(self) -> str:
+        """The label shown in tables and plots."""
+        return self.label or self.name
+
+
+class PrivacySettings(_Strict):
+    """How the cell's ledger composes: δ, accountant, optional ε ceiling."""
+
+    delta: float = Field(1e-5, gt=0, lt=1)
+    accountant: Literal["rdp", "pld"] = "rdp"
+    ceiling: float | None = Field(None, gt=0, description="refuse spends past this ε at delta")
+    neighboring: Literal["add_remove", "replace_one", "replace_special"] = Field(
+        "add_remove", description="the neighbouring relation (ε, δ) is stated in")
+
+
+class ReportSettings(_Strict):
+    """Which metrics the table and the plot put first."""
+
+    x: str | None = None
+    utility: str | None = None
+    privacy: str | None = None
+
+
+class Resources(_Strict):
+    """What one cell needs (used by distributed executors)."""
+
+    cpus: float = Field(1.0, gt=0)
+    gpus: float = Field(0.0, ge=0)
+
+
+class Spec(_Strict):
+    """A validated experiment spec."""
+
+    name: str = Field(pattern=_NAME)
+    description: str = ""
+    data: ComponentRef
+    model: ComponentRef | None = None
+    defense: MethodEntry | None = None
+    mechanism: MethodEntry | None = None
+    baselines: list[MethodEntry] = Field(default_factory=list)
+    attacks: list[ComponentRef] = Field(default_factory=list)
+    evaluation: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
+    privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
+    resources: Resources = Field(default_factory=Resources)
+    output: str | None = None
+    claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
+    path: str = Field("", exclude=True)
+
+    @model_validator(mode="after")
+    def _one_method(self) -> Spec:
+        if (self.defense is None) == (self.mechanism is None):
+            raise ValueError("give exactly one of 'defense' or 'mechanism' (baselines go under "
+                             "'baselines')")
+        return self
+
+    def methods(self) -> list[tuple[str, MethodEntry]]:
+        """(location, entry) of the main method and every baseline."""
+        main = ("defense", self.defense) if self.defense else ("mechanism", self.mechanism)
+        return [main] + [(f"baselines.{i}", b) for i, b in enumerate(self.baselines)]
+
+    def output_dir(self) -> Path:
+        """The output folder: ``output`` or ``runs/<name>``."""
+        return Path(self.output or Path("runs") / self.name)

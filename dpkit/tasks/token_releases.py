@@ -1,0 +1,78 @@
+"""The releases of a token or embedding mechanism run over documents: one rule for every notion.
+
+- η-dχ per token: one pass, ``count`` = released tokens; per sequence: ``count`` = documents.
+- (ε, δ)-DP and (k, ε)-anonymity per token compose within a document, so the unit reported is
+  one document and ``count`` is the longest document's released tokens (DP-Prompt's n·ε); a
+  token in another document is another individual's data, not a further composition.
+- Words the mechanism passes through verbatim, and out-of-vocabulary words kept with
+  ``oov: keep``, have no guarantee: each gets its ∞ entry naming how many words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dpkit.accounting.guarantees import (
+    DpGuarantee,
+    KAnonymityGuarantee,
+    MetricDpGuarantee,
+)
+from dpkit.protocols import ReleasesVerbatim, is_sequence_level
+from dpkit.space import EmbeddingSpace
+from dpkit.wire import Release
+
+LENGTHS_NOTE = ("document lengths: dχ and per-document (ε, δ) compare neighbouring documents of "
+                "equal length, so lengths are public under the main release")
+
+
+def _known_per_doc(docs: list[torch.Tensor]) -> list[int]:
+    return [int((d >= 0).sum()) for d in docs]
+
+
+def main_release(mechanism: Any, space: EmbeddingSpace | None, docs: list[torch.Tensor],
+                 name: str) -> Release:
+    """The release of the privatized tokens themselves, counted per the module's rules."""
+    guarantee = mechanism.guarantee(space)
+    per_doc = _known_per_doc(docs)
+    n_known = sum(per_doc)
+    if isinstance(guarantee, (DpGuarantee, KAnonymityGuarantee)):
+        longest = max(per_doc, default=0)
+        return Release(name, guarantee, f"{mechanism.name} (per document: up to {longest} "
+                       "tokens composed)", count=longest, covers=n_known)
+    if isinstance(guarantee, MetricDpGuarantee) and guarantee.unit == "sequence" \
+            or is_sequence_level(mechanism):
+        n_docs = sum(1 for n in per_doc if n)
+        return Release(name, guarantee, f"{mechanism.name} (documents)", count=n_docs)
+    return Release(name, guarantee, f"{mechanism.name} (tokens)", count=n_known)
+
+
+def verbatim_count(mechanism: Any, space: EmbeddingSpace, docs: list[torch.Tensor]) -> int:
+    """How many in-vocabulary tokens of ``docs`` the mechanism releases unchanged."""
+    if not isinstance(mechanism, ReleasesVerbatim) or not docs:
+        return 0
+    flat = torch.cat(docs).to(space.vectors.device)
+    known = flat >= 0
+    mask = mechanism.verbatim_mask(flat.clamp_min(0), space)
+    return int((mask.bool() & known).sum())
+
+
+def token_releases(mechanism: Any, space: EmbeddingSpace, docs: list[torch.Tensor],
+                   name: str) -> list[Release]:
+    """Every release of privatizing ``docs`` with ``mechanism`` and sending them as ``name``."""
+    out = [main_release(mechanism, space, docs, name),
+           Release("doc_lengths", None, LENGTHS_NOTE, covered_by=name)]
+    if name == "embeddings":
+        out.append(Release("substituted_ids", None, "nearest-word decoding of the sent vectors "
+                           "(post-processing)", covered_by=name))
+    n_verbatim = verbatim_count(mechanism, space, docs)
+    if n_verbatim:
+        out.append(Release.uncovered(
+            "verbatim_tokens", f"{n_verbatim} tokens released verbatim by {mechanism.name}'s "
+            "policy (stop words or words without an output set)", count=n_verbatim))
+    n_oov = sum(int((d < 0).sum()) for d in docs)
+    if n_oov:
+        out.append(Release.uncovered("oov_words", f"{n_oov} out-of-vocabulary tokens released "
+                                     "verbatim (oov: keep)", count=n_oov))
+    return out

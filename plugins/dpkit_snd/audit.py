@@ -1,0 +1,51 @@
+"""Canary audit of SnD's uploads (imported by :func:`dpkit.audit.canary.auditable` on first use).
+
+The client path is SnD's own: :class:`SplitClient` embeds each canary text, the defense builds
+its dχ mechanism (with the clip bound when ``clip``), :func:`privatize_tokens` perturbs it, and
+the result is sent up ``ctx.wire`` under the defense's upload release, declared with the
+defense's guarantee for one token per canary (plus the covered mask), then embedded by the
+server. Runs on the tiny encoder unless ``ctx.model`` is set.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dpkit.audit.canary import register_defense_audit
+from dpkit.audit.canary_split import SplitCanaryAudit
+from dpkit.wire import Release
+from dpkit_snd.client import SplitClient
+from dpkit_snd.privatize import privatize_tokens
+
+
+class SndCanaryAudit(SplitCanaryAudit):
+    """SnD / TokEmbPriv: canary tokens privatized by the defense's client, one text each."""
+
+    def setup(self, ctx):
+        """The split client (tiny encoder by default) and its special tokens."""
+        model = ctx.model if ctx.model is not None else ctx.load_model("tiny-encoder")
+        self.client = SplitClient(model, self.defense.params.max_tokens)
+        return self.client.space, model.special_token_ids()
+
+    def send(self, ctx, ids: torch.Tensor) -> float:
+        """Declare, privatize and send each canary token as a one-token text; the server embeds."""
+        client, d = self.client, self.defense
+        mech = d._mechanism(ctx, client, d.params.eta)
+        ctx.wire.declare([
+            Release(d.upload, mech.guarantee(client.space), f"{d.name}: canary tokens",
+                    count=len(ids)),
+            Release("mask", None, "attention masks: token counts", covered_by=d.upload)])
+        x, mask = client.embed(ids.unsqueeze(1)), torch.ones(len(ids), 1, device=ids.device)
+        private = privatize_tokens(mech, x, mask, space=client.space,
+                                   generator=ctx.generator(f"{d.name}-noise"))
+        upload = getattr(d, "upload_function", None)
+        if upload is not None:
+            sent = upload(ctx, client, mech, private)
+        else:
+            sent = ctx.wire.send(d.upload, private.x_priv, rows=private.mask)
+        client.server(sent, ctx.wire.send("mask", private.mask))
+        return float(d.params.eta)
+
+
+for _name in ("snd", "tokembpriv", "snd_server_denoise"):
+    register_defense_audit(_name, SndCanaryAudit)

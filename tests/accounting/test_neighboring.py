@@ -1,0 +1,64 @@
+"""Neighbouring relations: chosen on a Ledger and in a spec, checked per event, passed to runs."""
+
+import json
+
+import pytest
+from dp_accounting import NeighboringRelation
+from dp_accounting import dp_event as events
+from dp_accounting.pld import PLDAccountant
+from dp_accounting.rdp import RdpAccountant
+
+from dpkit.accounting import DpGuarantee, Ledger, dpsgd_event
+from dpkit.errors import AccountingError
+
+RR = events.RandomizedResponseDpEvent(noise_parameter=0.3, num_buckets=5)
+TREE = events.SingleEpochTreeAggregationDpEvent(2.0, 64)
+
+
+@pytest.mark.parametrize(("accountant", "reference"), [
+    ("rdp", RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)),
+    ("pld", PLDAccountant(NeighboringRelation.REPLACE_ONE)),
+])
+def test_replace_one_ledger_matches_dp_accounting(accountant, reference):
+    ledger = Ledger(accountant=accountant, neighboring="replace_one")
+    ledger.spend(DpGuarantee(RR), "rr")
+    assert ledger.epsilon() == pytest.approx(reference.compose(RR).get_epsilon(1e-5), rel=1e-9)
+    restored = Ledger.from_dict(json.loads(json.dumps(ledger.to_dict())))
+    assert restored.neighboring == "replace_one" and restored.epsilon() == ledger.epsilon()
+
+
+def test_replace_special_composes_tree_aggregation():
+    ledger = Ledger(neighboring="replace_special")
+    ledger.spend(DpGuarantee(TREE), "tree")
+    reference = RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_SPECIAL)
+    assert ledger.epsilon() == pytest.approx(reference.compose(TREE).get_epsilon(1e-5), rel=1e-9)
+
+
+def test_event_stated_in_another_relation_is_refused_clearly():
+    with pytest.raises(AccountingError, match=r"replace_one neighbours\) cannot compose Poisson"
+                                              r".*ADD_OR_REMOVE_ONE.*use accountant='pld'"):
+        Ledger(neighboring="replace_one").spend(DpGuarantee(dpsgd_event(1.0, 0.01, 1)), "dpsgd")
+    laplace = DpGuarantee(events.PoissonSampledDpEvent(0.1, events.LaplaceDpEvent(1.0)))
+    with pytest.raises(AccountingError, match="cannot either.*add_remove, replace_special"):
+        Ledger(accountant="pld", neighboring="replace_one").spend(laplace, "laplace")
+    with pytest.raises(AccountingError, match="unknown neighbouring relation 'swap'"):
+        Ledger(neighboring="swap")
+
+
+def test_spec_privacy_block_reaches_the_run_ledger(toy_spec_text, toy_plugins):
+    from dpkit.plugins import get_registry
+    from dpkit.runner import run_spec
+    from dpkit.runner.cells import expand
+    from dpkit.spec import load_spec
+
+    path, out = toy_spec_text
+    registry = get_registry()
+    default_keys = [c.key for c in expand(load_spec(path), registry)]
+    text = path.read_text().replace("device: cpu", "device: cpu\nprivacy: {neighboring: replace_one}")
+    path.write_text(text)
+    spec = load_spec(path)
+    assert spec.privacy.neighboring == "replace_one"
+    assert [c.key for c in expand(spec, registry)] != default_keys  # a different relation is another cell
+    run_spec(spec, show_progress=False)
+    ledgers = json.loads((out / "ledger.json").read_text())
+    assert {entry["ledger"]["neighboring"] for entry in ledgers.values()} == {"replace_one"}

@@ -1,0 +1,85 @@
+"""Deliberately broken defenses: each declares a guarantee its code does not deliver."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from unittest import mock
+
+import opacus.optimizers
+from dpkit_dped.aggregation import aggregate
+from dpkit_dped.audit import AggregationCanaryAudit, DpsgdCanaryAudit
+from dpkit_dped.defenses import DpedPate
+from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
+from dpkit_snd.audit import SndCanaryAudit
+from dpkit_snd.defenses import SnD
+
+from dpkit.audit.canary import register_defense_audit
+from dpkit.wire import Release
+
+
+class _UnclippedOptimizer(opacus.optimizers.DPOptimizer):
+    """Opacus' DP optimizer with per-sample clipping switched off (noise still scaled to C)."""
+
+    def clip_and_accumulate(self):
+        clip, self.max_grad_norm = self.max_grad_norm, math.inf
+        try:
+            super().clip_and_accumulate()
+        finally:
+            self.max_grad_norm = clip
+
+
+class NoiselessDpsgd(DpedDpsgd):
+    """Calibrates z and records it on the ledger, then trains with noise multiplier 0."""
+
+    name = "broken_dpsgd_noise_not_applied"
+
+    @staticmethod
+    def train_function(*args, **kwargs):
+        """train_dpsgd with the noise multiplier dropped."""
+        return train_dpsgd(*args, **{**kwargs, "noise_multiplier": 0.0})
+
+
+class UnclippedDpsgd(DpedDpsgd):
+    """Records the clipped DP-SGD event but never clips per-sample gradients."""
+
+    name = "broken_dpsgd_no_clipping"
+
+    @staticmethod
+    def train_function(*args, **kwargs):
+        """train_dpsgd with Opacus' clipping disabled."""
+        with mock.patch.object(opacus.optimizers, "DPOptimizer", _UnclippedOptimizer):
+            return train_dpsgd(*args, **kwargs)
+
+
+class NoiselessThresholdPate(DpedPate):
+    """Declares (and accounts) the noisy threshold check but compares the noiseless count."""
+
+    name = "broken_pate_noiseless_threshold"
+
+    @staticmethod
+    def aggregate_function(vectors, votes, vocab_size, plan, **kwargs):
+        """aggregate() with the threshold noise removed from the plan it is given."""
+        return aggregate(vectors, votes, vocab_size,
+                         dataclasses.replace(plan, sigma_threshold=None), **kwargs)
+
+
+class CleanAlongsideSnD(SnD):
+    """Declares η for each upload, but uploads the clean embeddings next to the noisy ones."""
+
+    name = "broken_split_clean_upload"
+
+    @staticmethod
+    def upload_function(ctx, client, mechanism, private):
+        """Send the noisy embeddings, then the clean ones (noisy minus noise) declared at η."""
+        guarantee = mechanism.guarantee(client.space)
+        ctx.wire.declare([Release("embeddings_copy", guarantee, "token embeddings (copy)",
+                                  count=int(private.mask.sum()))])
+        ctx.wire.send("embeddings_copy", private.x_priv - private.noise, rows=private.mask)
+        return ctx.wire.send("embeddings", private.x_priv, rows=private.mask)
+
+
+BROKEN = {NoiselessDpsgd: DpsgdCanaryAudit, UnclippedDpsgd: DpsgdCanaryAudit,
+          NoiselessThresholdPate: AggregationCanaryAudit, CleanAlongsideSnD: SndCanaryAudit}
+for _cls, _adapter in BROKEN.items():
+    register_defense_audit(_cls.name, _adapter)

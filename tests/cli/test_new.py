@@ -1,0 +1,58 @@
+"""``dpkit new plugin``: the written package installs, is listed, and passes its own tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpkit.cli.main import main
+from dpkit.cli.new import names, write_plugin
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_writes_a_complete_package(tmp_path):
+    root = write_plugin("my-mech", tmp_path)
+    assert root.name == "dpkit-my-mech"
+    expected = {"pyproject.toml", "README.md", ".gitignore", "dpkit_my_mech/__init__.py",
+                "tests/test_my_mech.py"}
+    assert {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()} == expected
+    pyproject = (root / "pyproject.toml").read_text()
+    assert '[project.entry-points.dpkit]\nmy_mech = "dpkit_my_mech"' in pyproject
+    assert "class TestMyMechContract(MechanismContract)" in (root / "tests/test_my_mech.py").read_text()
+    assert "__pycache__/" in (root / ".gitignore").read_text()
+
+
+def test_names_and_refusals(tmp_path, capsys):
+    assert names("dpkit-rr")["package"] == "dpkit_rr" and names("rr_2")["cls"] == "Rr2"
+    assert main(["new", "plugin", "Bad Name", "--dir", str(tmp_path)]) == 2
+    assert "lower-case" in capsys.readouterr().err
+    assert main(["new", "plugin", "again", "--dir", str(tmp_path)]) == 0
+    assert main(["new", "plugin", "again", "--dir", str(tmp_path)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_package_installs_lists_and_passes_its_tests(tmp_path):
+    root = write_plugin("scaffold-check", tmp_path)
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--no-build-isolation", "--target", str(site), str(root)], check=True,
+                   capture_output=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), str(ROOT / "plugins")])}
+    env.pop("DPKIT_LOAD_PLUGINS", None)
+    listed = subprocess.run([sys.executable, "-m", "dpkit.cli.main", "plugins", "--json"],
+                            env=env, capture_output=True, text=True, check=True)
+    mine = [p for p in json.loads(listed.stdout) if p["name"] == "scaffold_check"]
+    assert mine and mine[0]["components"] == {"mechanism": ["scaffold_check"]}
+    assert not mine[0]["errors"]
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                           cwd=root, env=env, capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
+    assert " passed" in tests.stdout and "failed" not in tests.stdout
