@@ -8,8 +8,13 @@ import math
 import pytest
 
 from dpkit.protocols import DefenseResult
-from dpkit.training import (TrainingCurve, attach_curves, converged, convergence_metrics,
-                            still_improving)
+from dpkit.training import (
+    TrainingCurve,
+    attach_curves,
+    converged,
+    convergence_metrics,
+    still_improving,
+)
 
 
 def curve_of(train, val=None, name="model"):
