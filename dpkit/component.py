@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -20,7 +20,7 @@ class Component:
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]] = NoParams
-    params: BaseModel
+    params: Any  # the validated instance of Params (typed per subclass where it helps)
 
-    def __init__(self, params: BaseModel) -> None:
+    def __init__(self, params: Any) -> None:
         self.params = params

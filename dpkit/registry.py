@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -18,7 +19,7 @@ class Entry:
 
     kind: str
     name: str
-    cls: type
+    cls: Any
     plugin: str
 
     @property
@@ -35,7 +36,7 @@ class Registry:
     entries: dict[str, dict[str, Entry]] = field(default_factory=lambda: {k: {} for k in KINDS})
     errors: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, kind: str, cls: type, plugin: str) -> None:
+    def add(self, kind: str, cls: Any, plugin: str) -> None:
         """Validate and add ``cls`` as a ``kind`` component; raises PluginError if invalid."""
         problem = component_problem(kind, cls)
         if problem:
@@ -78,7 +79,7 @@ class Registry:
         return entry.cls(validate_params(entry.cls, params or {}))
 
 
-def validate_params(cls: type, params: dict | BaseModel) -> BaseModel:
+def validate_params(cls: Any, params: dict | BaseModel) -> BaseModel:
     """Validate raw params against ``cls.Params``; raises ParamsError naming the field."""
     from pydantic import ValidationError
 

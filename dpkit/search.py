@@ -102,7 +102,8 @@ class VocabIndex:
 
     def _search_chunk(self, q: torch.Tensor, k: int, exclude: torch.Tensor | None,
                       vocab_chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
-        best = best_ids = None
+        best: torch.Tensor | None = None
+        best_ids: torch.Tensor | None = None
         for lo in range(0, self.size, vocab_chunk):
             hi = min(lo + vocab_chunk, self.size)
             scores = self._scores(q, lo, hi)
@@ -120,10 +121,12 @@ class VocabIndex:
             if best is None:
                 best, best_ids = vals, idx
             else:
+                assert best_ids is not None
                 merged = torch.cat([best, vals], 1)
                 vals, pos = merged.topk(min(k, merged.shape[1]), dim=1, largest=False)
                 best_ids = torch.cat([best_ids, idx], 1).gather(1, pos)
                 best = vals
+        assert best is not None and best_ids is not None  # the vocabulary is never empty
         return best, best_ids
 
 

@@ -37,7 +37,8 @@ def train_mlp_classifier(x: torch.Tensor, y: torch.Tensor, *, generator: torch.G
 def mlp_predict(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Predicted labels of a model from :func:`train_mlp_classifier`."""
     with torch.no_grad():
-        return model((x - model.mean) / model.std).argmax(1)
+        mean, std = model.get_buffer("mean"), model.get_buffer("std")
+        return model((x - mean) / std).argmax(1)
 
 
 def attribute_inference(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Sequence
 
 from pydantic import Field
 
@@ -37,14 +37,17 @@ class _Source(CatalogueEntry):
 
     def path(self, inner: str | None = None):
         """Local path of ``inner`` (default: the class's file) inside the fetched artifact."""
+        if self.artifact is None:
+            raise TypeError(f"{self.name} has no pinned artifact to read {inner or self.inner!r} from")
         return self.artifact.path(inner or self.inner)
 
-    def _seeded(self, texts: list[str], labels: list[str] | None, label_names) -> TextDataset:
+    def _seeded(self, texts: Sequence[str], labels: Sequence[str] | None,
+                label_names) -> TextDataset:
         p = self.params
         train, test = R.seeded_split(len(texts), p.test_fraction, p.seed)
         pick = lambda idx, xs: None if xs is None else [xs[i] for i in idx]  # noqa: E731
-        raw = {"train": (pick(train, texts), pick(train, labels)),
-               "test": (pick(test, texts), pick(test, labels))}
+        raw = {"train": ([texts[i] for i in train], pick(train, labels)),
+               "test": ([texts[i] for i in test], pick(test, labels))}
         return R.build_dataset(self.name, raw, label_names, p.max_examples, p.seed,
                                f"{self.source()}; seeded {1 - p.test_fraction:g}/"
                                f"{p.test_fraction:g} split (seed {p.seed})")

@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import zipfile
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -116,7 +117,7 @@ def seeded_split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, n
     return np.sort(order[n_test:]), np.sort(order[:n_test])
 
 
-def build_dataset(name: str, raw: dict[str, tuple[list[str], list[str] | None]],
+def build_dataset(name: str, raw: Mapping[str, tuple[Sequence[str], Sequence[str] | None]],
                   label_names: tuple[str, ...] | None, max_examples: int | None, seed: int,
                   provenance: str) -> TextDataset:
     """A TextDataset from raw per-split texts / string labels, subsampled per split."""

@@ -63,6 +63,8 @@ def _unpack_tar(archive: Path, dest: Path, progress: bool) -> None:
                     continue
                 target.parent.mkdir(parents=True, exist_ok=True)
                 src = tf.extractfile(member)
+                if src is None:  # a link or device entry: nothing to copy
+                    continue
                 with src, open(target, "wb") as out:
                     shutil.copyfileobj(src, out, 1 << 20)
                 bar.update(member.size)

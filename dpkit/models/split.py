@@ -8,7 +8,7 @@ path (token ids straight into the model), so tests can check the split changes n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -72,7 +72,7 @@ class SplitModel:
         self.stop_words = frozenset(stop_words)
         self.max_length = max_length
         self.device = torch.device(device)
-        self.server = model.to(self.device).eval()
+        self.server: Any = model.to(self.device).eval()  # a transformers PreTrainedModel
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token or self.tokenizer.unk_token
 

@@ -125,7 +125,7 @@ def expand(spec: Spec, registry) -> list[Cell]:
                         raise SweepError(f"{location}.sweep.{path}", str(exc)) from None
                 for seed in rspec.seeds:
                     cells.append(make_cell(rspec, entry, kind, params, {**gpoint, **mpoint}, seed))
-    unique = {}
+    unique: dict[str, Cell] = {}
     for cell in cells:  # a repeated sweep value gives the same cell: run it once
         unique.setdefault(cell.key, cell)
     return list(unique.values())

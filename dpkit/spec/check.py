@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
+from typing import Any, Collection
 
 from pydantic import ValidationError
 
@@ -127,7 +127,7 @@ def _lookup(registry, path: str, kinds: tuple[str, ...], location: str, name: st
 
 
 def _validate(cls, params: dict, path: str, location: str, swept: dict[str, str],
-              supplied: set[str] = frozenset()) -> None:
+              supplied: Collection[str] = ()) -> None:
     """Validate ``params``; ``supplied``: top-level fields a sweep sets (may be missing here)."""
     try:
         cls.Params.model_validate(params)

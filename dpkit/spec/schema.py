@@ -102,7 +102,11 @@ class Spec(_Strict):
 
     def methods(self) -> list[tuple[str, MethodEntry]]:
         """(location, entry) of the main method and every baseline."""
-        main = ("defense", self.defense) if self.defense else ("mechanism", self.mechanism)
+        if self.defense is not None:
+            main = ("defense", self.defense)
+        else:
+            assert self.mechanism is not None  # exactly one of the two (validated)
+            main = ("mechanism", self.mechanism)
         return [main] + [(f"baselines.{i}", b) for i, b in enumerate(self.baselines)]
 
     def output_dir(self) -> Path:

@@ -43,18 +43,23 @@ def embedding_batches(draw, dim: int, min_rows: int = 1, max_rows: int = 16,
     return (torch.rand(rows, dim, generator=gen) * 2 - 1) * scale
 
 
+def _number(bound: Any) -> float:
+    """A numeric field bound as a float (annotated_types types bounds only as comparable)."""
+    return float(bound)
+
+
 def _number_bounds(metadata: list) -> tuple[float | None, float | None, bool, bool]:
     lo = hi = None
     lo_open = hi_open = False
     for item in metadata:
         if isinstance(item, at.Gt):
-            lo, lo_open = float(item.gt), True
+            lo, lo_open = _number(item.gt), True
         elif isinstance(item, at.Ge):
-            lo = float(item.ge)
+            lo = _number(item.ge)
         elif isinstance(item, at.Lt):
-            hi, hi_open = float(item.lt), True
+            hi, hi_open = _number(item.lt), True
         elif isinstance(item, at.Le):
-            hi = float(item.le)
+            hi = _number(item.le)
     return lo, hi, lo_open, hi_open
 
 
@@ -74,15 +79,15 @@ def _field_strategy(annotation: Any, metadata: list, default: Any) -> st.SearchS
         low = low if low is not None else (high - 50 if high is not None else 0)
         return st.integers(low, high if high is not None else low + 50)
     if annotation is float:
-        low = lo if lo is not None else -100.0
-        high = hi if hi is not None else low + 100.0
-        return st.floats(low, high, exclude_min=lo_open, exclude_max=hi_open, allow_nan=False,
+        flo = lo if lo is not None else -100.0
+        fhi = hi if hi is not None else flo + 100.0
+        return st.floats(flo, fhi, exclude_min=lo_open, exclude_max=hi_open, allow_nan=False,
                          allow_infinity=False)
     return st.just(default)
 
 
 @st.composite
-def valid_params(draw, params_cls: type, fixed: dict | None = None) -> dict:
+def valid_params(draw, params_cls: Any, fixed: dict | None = None) -> dict:
     """A dict of params that ``params_cls`` (a dpkit.Params model) accepts; ``fixed`` pinned."""
     fixed = fixed or {}
     out = dict(fixed)

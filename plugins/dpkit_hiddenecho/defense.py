@@ -10,6 +10,7 @@ import torch
 
 import dpkit
 from dpkit.attacks import knn_recovery
+from dpkit.cache import cached
 from dpkit.metrics import accuracy, auc
 from dpkit.releases import declare_releases
 from dpkit.wire import DOWN, UP
@@ -66,9 +67,9 @@ class HiddenEchoLdp:
 
     def _prepared(self, ctx) -> SimpleNamespace:
         """Mechanism, space, texts and token ids for ``ctx``, computed once per context."""
-        cached = getattr(self, "_state", None)
-        if cached is not None and cached.ctx is ctx:
-            return cached
+        state = getattr(self, "_state", None)
+        if state is not None and state.ctx is ctx:
+            return state
         p, model = self.params, ctx.model
         if model is None or not hasattr(model, "server_forward"):
             raise ValueError(f"{self.name} needs a split model (spec `model:`, e.g. minilm or "
@@ -76,8 +77,12 @@ class HiddenEchoLdp:
         mechanism = ctx.build("mechanism", "laplace_dx", {"eta": p.eta, "clip_bound": p.clip_bound})
         texts = {s: split_of(ctx.dataset, getattr(p, f"{s}_split"), getattr(p, f"{s}_examples"))
                  for s in ("train", "test")}
-        ids = {s: tokenize_unpadded(model, texts[s][0], p.max_length) for s in texts}
-        self._state = SimpleNamespace(ctx=ctx, mechanism=mechanism, space=model.as_space(),
+        space = model.as_space()
+        ids = {s: cached("hiddenecho_tokens", {"vocabulary": space.fingerprint,
+                                               "texts": texts[s][0], "max_length": p.max_length},
+                         lambda s=s: tokenize_unpadded(model, texts[s][0], p.max_length))
+               for s in texts}  # the same texts for every seed, η and ablation of a spec
+        self._state = SimpleNamespace(ctx=ctx, mechanism=mechanism, space=space,
                                       texts=texts, ids=ids)
         return self._state
 

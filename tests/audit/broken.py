@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import dp_accounting
@@ -10,7 +9,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.accounting import DpGuarantee, MetricDpGuarantee
+from dpkit.accounting import DpGuarantee
 
 from reference import RefExponential, RefLaplace, laplace_log_density, laplace_noise
 

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 TOY_ENV = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy"}
 

@@ -143,7 +143,7 @@ def test_registry_rebuild_does_not_repeat_errors(recwarn):
     system.add(make_module("bad", dpkit_register_mechanisms=lambda register: register(NoParams)),
                "bad")
     for extra in ("m1", "m2", "m3"):  # every add invalidates the registry: three rebuilds
-        system.registry
+        assert system.registry.errors  # builds the registry
         system.add(make_module(extra, dpkit_register_mechanisms=lambda register: None), extra)
     registry = system.registry
     assert len(registry.errors["boom"]) == 1 and len(system.info["boom"].errors) == 1
