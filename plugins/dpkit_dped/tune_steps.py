@@ -6,8 +6,9 @@ with the noise multiplier z(ε, T) calibrated for the *private* run (same q, sam
 expected batch size of the private run, and scores the public test split's held-out skip-gram
 loss. With ``--init public`` (the default, as the spec's DP-SGD) the pilot mirrors public
 pre-training + private fine-tuning on public data alone: a skip-gram trained on one half of the
-public train split is fine-tuned with DP-SGD on the other half. Candidates stop once one is no better than the previous by 0.5 %; the best T per ε is printed
-as the ``steps_by_epsilon`` mapping for ``specs/dped.yaml``. Nothing private is read except the
+public train split is fine-tuned with DP-SGD on the other half. Candidates stop once one is no
+better than the previous by 0.5 %; the best T per ε is printed as the ``steps_by_epsilon``
+mapping for ``specs/dped.yaml``. Nothing private is read except the
 *number* of private training documents (which sets the private batch size).
 """
 
