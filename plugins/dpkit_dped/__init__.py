@@ -6,11 +6,10 @@ Registers the defenses ``dped`` (teachers → noisy mean vectors + Confident-GNM
 """
 
 import dpkit
-
 from dpkit_dped.defenses import DpedDefense, DpedNonPrivate, DpedPate, DpedPublic
-from dpkit_dped.dpsgd import DpedDpsgd
+from dpkit_dped.dpsgd import DpedDpsgd, DpedNonPrivateSgd
 
-DEFENSES = (DpedDefense, DpedPate, DpedDpsgd, DpedNonPrivate, DpedPublic)
+DEFENSES = (DpedDefense, DpedPate, DpedDpsgd, DpedNonPrivate, DpedNonPrivateSgd, DpedPublic)
 
 
 @dpkit.hookimpl
@@ -20,4 +19,5 @@ def dpkit_register_defenses(register):
         register(cls)
 
 
-__all__ = ["DEFENSES", "DpedDefense", "DpedDpsgd", "DpedNonPrivate", "DpedPate", "DpedPublic"]
+__all__ = ["DEFENSES", "DpedDefense", "DpedDpsgd", "DpedNonPrivate", "DpedNonPrivateSgd", "DpedPate",
+           "DpedPublic"]

@@ -72,7 +72,7 @@ def aggregate(teacher_vectors: torch.Tensor | None, votes: torch.Tensor, vocab_s
     ``teacher_vectors`` is ``[N, M, d]`` (aligned, not yet clipped) or ``None`` for labels-only
     PATE; ``votes`` is ``[N, M]``. Noise std comes from ``plan``; randomness only from ``generator``.
     """
-    n, m = votes.shape
+    _, m = votes.shape
     dev = votes.device
     answered = torch.empty(m, dtype=torch.bool, device=dev)
     labels = torch.empty(m, dtype=torch.long, device=dev)

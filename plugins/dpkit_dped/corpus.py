@@ -100,24 +100,30 @@ def skipgram_pairs(docs: list[np.ndarray], window: int, max_pairs: int,
     return torch.from_numpy(c), torch.from_numpy(x)
 
 
-def doc_pair_tensor(docs: list[np.ndarray], window: int, pairs_per_doc: int,
-                    rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """For DP-SGD: ``pairs_per_doc`` pairs drawn from each document, ``[n_docs, P]`` each, plus a mask.
+def document_tensor(docs: list[np.ndarray], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For DP-SGD: each document's first ``max_len`` ids, padded, ``[n, L]``, and their lengths ``[n]``.
 
-    One row is one privacy unit (one document); documents with fewer pairs are padded and masked.
+    One row is one privacy unit (one document); the cut depends on that document alone.
     """
-    n = len(docs)
-    centers = np.zeros((n, pairs_per_doc), dtype=np.int64)
-    contexts = np.zeros((n, pairs_per_doc), dtype=np.int64)
-    mask = np.zeros((n, pairs_per_doc), dtype=np.float32)
+    width = max(2, min(max_len, max((len(d) for d in docs), default=2)))
+    tokens = np.zeros((len(docs), width), dtype=np.int64)
+    lengths = np.zeros(len(docs), dtype=np.int64)
     for i, doc in enumerate(docs):
-        if len(doc) < 2:
-            continue
-        pos = rng.integers(0, len(doc), size=pairs_per_doc)
-        off = rng.integers(1, window + 1, size=pairs_per_doc) * rng.choice([-1, 1], size=pairs_per_doc)
-        ctx = pos + off
-        ok = (ctx >= 0) & (ctx < len(doc))
-        centers[i] = doc[pos]
-        contexts[i] = doc[np.clip(ctx, 0, len(doc) - 1)]
-        mask[i] = ok
-    return torch.from_numpy(centers), torch.from_numpy(contexts), torch.from_numpy(mask)
+        cut = doc[:width]
+        tokens[i, :len(cut)], lengths[i] = cut, len(cut)
+    return torch.from_numpy(tokens), torch.from_numpy(lengths)
+
+
+def draw_pairs(tokens: torch.Tensor, lengths: torch.Tensor, pairs: int, window: int,
+               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``pairs`` fresh (center, context) pairs within ``window`` from each row: ``[B, P]`` each,
+    plus a mask of the pairs that fall inside their document."""
+    dev = tokens.device
+    shape = (len(tokens), pairs)
+    pos = (torch.rand(shape, generator=generator, device=dev) * lengths.unsqueeze(1)).long()
+    off = torch.randint(1, window + 1, shape, generator=generator, device=dev)
+    off = off * (torch.randint(0, 2, shape, generator=generator, device=dev) * 2 - 1)
+    ctx = pos + off
+    mask = ((ctx >= 0) & (ctx < lengths.unsqueeze(1)) & (lengths.unsqueeze(1) >= 2)).float()
+    ctx = ctx.clamp(0, tokens.shape[1] - 1)
+    return tokens.gather(1, pos.clamp(max=tokens.shape[1] - 1)), tokens.gather(1, ctx), mask

@@ -11,9 +11,15 @@ from pydantic import Field
 import dpkit
 from dpkit.accounting import DpGuarantee, NoGuarantee
 from dpkit.protocols import DefenseResult
-
+from dpkit.training import attach_curves
 from dpkit_dped.aggregation import aggregate, procrustes_align, teacher_votes
-from dpkit_dped.pipeline import evaluate, nonprivate_model, prepare, public_model, teacher_models
+from dpkit_dped.pipeline import (
+    evaluate,
+    nonprivate_model,
+    prepare,
+    public_model,
+    teacher_models,
+)
 from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, plan_noise
 from dpkit_dped.student import train_student
 
@@ -31,13 +37,17 @@ class CorpusParams(dpkit.Params):
     heldout_split: str = "test"
     max_private_docs: int | None = Field(None, ge=1)
     heldout_pairs: int = Field(20000, ge=1)
+    validation_share: float = Field(0.05, gt=0, lt=1)
+    validation_pairs: int = Field(5000, ge=1)
     vocab_size: int = Field(3000, ge=10)
     min_count: int = Field(5, ge=1)
     dim: int = Field(100, ge=2)
     window: int = Field(5, ge=1)
     epochs: int = Field(5, ge=1)
     negative: int = Field(5, ge=1)
-    workers: int = Field(2, ge=1)
+    workers: int = Field(1, ge=1, description=(
+        "gensim threads; 1 (default) makes every model a function of the seed, more trains "
+        "faster but gensim's threads race, so reruns of the same seed differ"))
     topic_data: str | None = "reuters_r8"
     topic_data_params: dict = Field(default_factory=dict)
 
@@ -47,6 +57,13 @@ def privacy_settings(ctx) -> tuple[float, str]:
     if ctx.privacy is not None:
         return float(ctx.privacy.delta), str(ctx.privacy.accountant)
     return float(getattr(ctx.ledger, "delta_target", 1e-5)), str(getattr(ctx.ledger, "accountant", "rdp"))
+
+
+def with_curves(metrics: dict[str, float], models) -> DefenseResult:
+    """A result whose metrics carry the convergence flag of every trained model (first = evaluated)."""
+    result = DefenseResult(metrics)
+    attach_curves(result, [m.curve for m in models if m.curve is not None])
+    return result
 
 
 def record(ctx, spends) -> None:
@@ -131,12 +148,14 @@ class DpedDefense:
             vocab_size=len(setup.vocab), dim=p.dim, epochs=p.student_epochs, lr=p.student_lr,
             batch_size=p.student_batch, hidden_weight=getattr(p, "hidden_weight", 0.0),
             loss_kind=p.output_loss, generator=ctx.generator("dped-student"),
-            init=reference.vectors if p.student_init == "public" else None)
+            init=reference if p.student_init == "public" else None,
+            validation=tuple(x.to(ctx.device) for x in setup.validation))
         metrics = evaluate(ctx, setup, student, p)
-        metrics.update(target_epsilon=p.target_epsilon, abstain_share=agg.abstain_share,
-                       sigma_votes=plan.sigma_votes, sigma_threshold=plan.sigma_threshold or 0.0,
+        metrics.update(target_epsilon=p.target_epsilon, num_queries=p.num_queries,
+                       abstain_share=agg.abstain_share, sigma_votes=plan.sigma_votes,
+                       sigma_threshold=plan.sigma_threshold or 0.0,
                        sigma_hidden=plan.sigma_hidden or 0.0)
-        return DefenseResult(metrics)
+        return with_curves(metrics, [student, reference, *teachers])
 
 
 class PateParams(TeacherParams):
@@ -176,8 +195,8 @@ class DpedNonPrivate:
         """Train (or load) the model and evaluate it."""
         record(ctx, self.planned_spends(None))
         setup = prepare(ctx, self.params)
-        return DefenseResult(evaluate(ctx, setup, nonprivate_model(ctx, setup, self.params),
-                                      self.params))
+        model = nonprivate_model(ctx, setup, self.params)
+        return with_curves(evaluate(ctx, setup, model, self.params), [model])
 
 
 class DpedPublic(DpedNonPrivate):
@@ -193,5 +212,6 @@ class DpedPublic(DpedNonPrivate):
         """Train (or load) the public model and evaluate it."""
         record(ctx, self.planned_spends(None))
         setup = prepare(ctx, self.params)
-        return DefenseResult(evaluate(ctx, setup, public_model(ctx, setup, self.params), self.params))
+        model = public_model(ctx, setup, self.params)
+        return with_curves(evaluate(ctx, setup, model, self.params), [model])
 

@@ -7,16 +7,34 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpkit_dped.corpus import Vocabulary, build_vocabulary, encode, partition, sentences, skipgram_pairs
-from dpkit_dped.evaluation import (analogy_accuracy, bag_matrix, pair_spearman, perplexity,
-                                   quintile_similarity, topic_accuracy)
+from dpkit_dped.corpus import (
+    Vocabulary,
+    build_vocabulary,
+    encode,
+    partition,
+    sentences,
+    shard_of,
+    skipgram_pairs,
+)
+from dpkit_dped.evaluation import (
+    analogy_accuracy,
+    bag_matrix,
+    pair_spearman,
+    perplexity,
+    quintile_similarity,
+    topic_accuracy,
+)
 from dpkit_dped.skipgram import WordModel, cache_key, cached_models, train_gensim
 from dpkit_dped.sources import all_analogy_questions, load_benchmark, texts_of
 
 
 @dataclass
 class Setup:
-    """One cell's corpora: public vocabulary, private training documents, held-out pairs."""
+    """One cell's corpora: public vocabulary, private training documents, validation and test pairs.
+
+    ``validation`` pairs come from private training documents set aside by a keyed hash (never
+    trained on, never test); they score training curves only.
+    """
 
     key: str
     vocab: Vocabulary
@@ -24,6 +42,19 @@ class Setup:
     private_texts: list[str]
     heldout: tuple[torch.Tensor, torch.Tensor]
     private_counts: torch.Tensor
+    validation: tuple[torch.Tensor, torch.Tensor]
+
+
+VALIDATION_BINS = 10_000
+
+
+def split_validation(texts: list[str], share: float, seed: int) -> tuple[list[str], list[str]]:
+    """(training, validation) documents: a keyed hash of each document puts ``share`` aside."""
+    cut = round(share * VALIDATION_BINS)
+    keep, aside = [], []
+    for t in texts:
+        (aside if shard_of(t, VALIDATION_BINS, seed) < cut else keep).append(t)
+    return keep, aside
 
 
 _SETUPS: dict[str, Setup] = {}
@@ -35,35 +66,45 @@ def prepare(ctx, p) -> Setup:
     public = ctx.load_dataset(p.public_data, p.public_data_params)
     key = cache_key("setup", private.fingerprint, public.fingerprint, p.public_split,
                     p.max_public_docs, p.max_private_docs, p.heldout_pairs, p.vocab_size,
-                    p.min_count, p.window, ctx.seed)
+                    p.min_count, p.window, p.validation_share, p.validation_pairs, ctx.seed)
     if key not in _SETUPS:
         public_texts = texts_of(public, p.public_split, p.max_public_docs)
         vocab = build_vocabulary(public_texts, p.vocab_size, p.min_count)
-        train = texts_of(private, p.private_split, p.max_private_docs)
+        train, aside = split_validation(texts_of(private, p.private_split, p.max_private_docs),
+                                        p.validation_share, ctx.numpy_seed("dped-validation"))
         test_docs = encode(texts_of(private, p.heldout_split), vocab)
         rng = np.random.default_rng(ctx.numpy_seed("dped-heldout"))
         heldout = skipgram_pairs(test_docs, p.window, p.heldout_pairs, rng)
+        validation = skipgram_pairs(encode(aside, vocab), p.window, p.validation_pairs, rng)
         counts = np.bincount(np.concatenate(encode(train, vocab) + [np.zeros(0, np.int64)]),
                              minlength=len(vocab))
         _SETUPS[key] = Setup(key, vocab, public_texts, train, heldout,
-                             torch.from_numpy(counts.astype(np.float32)))
+                             torch.from_numpy(counts.astype(np.float32)), validation)
     return _SETUPS[key]
 
 
 def gensim_kwargs(p, ctx, stream: str) -> dict:
     """Skip-gram hyper-parameters shared by teachers, the non-private and the public model."""
-    return dict(dim=p.dim, window=p.window, epochs=p.epochs, negative=p.negative,
-                seed=ctx.numpy_seed(stream) % (2**31), workers=p.workers)
+    return {"dim": p.dim, "window": p.window, "epochs": p.epochs, "negative": p.negative,
+            "seed": ctx.numpy_seed(stream) % (2**31), "workers": p.workers}
+
+
+CURVE_FORMAT = 2  # bump when what a cached model's training curve records changes
+
+
+def training_settings(p) -> tuple:
+    """Everything besides the data that determines a gensim model (part of every cache key)."""
+    return (p.dim, p.epochs, p.negative, p.workers, CURVE_FORMAT)
 
 
 def single_model(ctx, setup: Setup, p, which: str, texts: list[str]) -> WordModel:
     """One skip-gram on ``texts`` with the shared settings, cached under ``which``."""
-    folder = ctx.artifact_dir("dped", cache_key(which, setup.key, p.dim, p.epochs, p.negative))
+    folder = ctx.artifact_dir("dped", cache_key(which, setup.key, *training_settings(p)))
 
     def build() -> list[WordModel]:
         ctx.say(f"training the {which} skip-gram on {len(texts)} documents")
-        return [train_gensim(sentences(texts, setup.vocab), setup.vocab,
-                             **gensim_kwargs(p, ctx, f"dped-{which}"))]
+        return [train_gensim(sentences(texts, setup.vocab), setup.vocab, validation=setup.validation,
+                             component=f"{which} skip-gram", **gensim_kwargs(p, ctx, f"dped-{which}"))]
 
     return cached_models(folder, build)[0].to(ctx.device)
 
@@ -81,7 +122,7 @@ def nonprivate_model(ctx, setup: Setup, p) -> WordModel:
 def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
     """N teachers, each trained on its own disjoint shard of the private corpus."""
     shard_seed = ctx.numpy_seed("dped-shards")
-    key = cache_key("teachers", setup.key, p.teachers, p.dim, p.epochs, p.negative, shard_seed)
+    key = cache_key("teachers", setup.key, p.teachers, *training_settings(p), shard_seed)
     folder = ctx.artifact_dir("dped", key)
 
     def build() -> list[WordModel]:
@@ -90,7 +131,9 @@ def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
         for i, shard in enumerate(shards):
             ctx.say(f"training teacher {i + 1}/{p.teachers} on {len(shard)} documents")
             sents = sentences([setup.private_texts[j] for j in shard], setup.vocab)
-            out.append(train_gensim(sents, setup.vocab, **gensim_kwargs(p, ctx, "dped-teachers")))
+            out.append(train_gensim(sents, setup.vocab, validation=setup.validation,
+                                    component=f"teacher {i + 1}",
+                                    **gensim_kwargs(p, ctx, "dped-teachers")))
         return out
 
     return [t.to(ctx.device) for t in cached_models(folder, build)]

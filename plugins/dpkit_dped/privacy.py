@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 import dp_accounting
+
 from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_noise
 
 THRESHOLD_SENSITIVITY = 1.0

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from dpkit.training import TrainingCurve
 from dpkit_dped.corpus import Vocabulary
 
 
@@ -22,11 +24,12 @@ class WordModel:
     vectors: torch.Tensor
     out_vectors: torch.Tensor
     out_bias: torch.Tensor | None = None
+    curve: TrainingCurve | None = None
 
     def to(self, device: torch.device | str) -> WordModel:
-        """A copy on ``device``."""
+        """A copy on ``device`` (the training curve is shared)."""
         bias = None if self.out_bias is None else self.out_bias.to(device)
-        return WordModel(self.vectors.to(device), self.out_vectors.to(device), bias)
+        return WordModel(self.vectors.to(device), self.out_vectors.to(device), bias, self.curve)
 
     def context_logits(self, centers: torch.Tensor) -> torch.Tensor:
         """Unnormalized log-probabilities of every context word for each center id, ``[n, V]``."""
@@ -48,25 +51,63 @@ class WordModel:
         return cls(t["vectors"], t["out_vectors"], t.get("out_bias"))
 
 
+def stable_hash(text: str) -> int:
+    """A hash of ``text`` that does not depend on ``PYTHONHASHSEED`` (gensim's ``hashfxn``)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+def validation_loss(vectors: np.ndarray, out_vectors: np.ndarray, pairs, chunk: int = 4096) -> float:
+    """Mean full-softmax cross-entropy (log perplexity) of (center, context) id ``pairs``."""
+    centers, contexts = (np.asarray(x) for x in pairs)
+    total = 0.0
+    for s in range(0, len(centers), chunk):
+        logits = vectors[centers[s:s + chunk]] @ out_vectors.T
+        top = logits.max(axis=1, keepdims=True)
+        lse = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
+        total += float((lse - logits[np.arange(len(logits)), contexts[s:s + chunk]]).sum())
+    return total / max(len(centers), 1)
+
+
 def train_gensim(sents: list[list[str]], vocab: Vocabulary, *, dim: int, window: int, epochs: int,
-                 negative: int, seed: int, workers: int = 2) -> WordModel:
+                 negative: int, seed: int, workers: int = 1, validation=None,
+                 component: str = "skip-gram", probe_pairs: int = 5000) -> WordModel:
     """Skip-gram with negative sampling (gensim, in C) on ``sents``, vocabulary fixed to ``vocab``.
 
     The vocabulary and its subsampling counts come from the public corpus, so nothing about the
     vocabulary depends on the private sentences; words never seen keep their seeded initial vectors.
+    With ``workers=1`` the result depends only on ``seed`` (gensim's threads race otherwise).
+    The returned model carries its per-epoch curve: the mean full-softmax cross-entropy of up to
+    ``probe_pairs`` (center, context) pairs drawn from ``sents`` (training loss; gensim's own loss
+    counter is cumulative float32 and unreliable) and of the ``validation`` id pairs when given.
     """
     from gensim.models import Word2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
 
-    model = Word2Vec(vector_size=dim, window=window, sg=1, negative=negative, min_count=1,
-                     seed=seed, workers=workers, epochs=epochs)
-    model.build_vocab_from_freq(vocab.frequencies())
+    from dpkit_dped.corpus import skipgram_pairs
+
+    curve = TrainingCurve(component)
     total = sum(len(s) for s in sents)
-    if total:
-        model.train(sents, total_examples=len(sents), total_words=total, epochs=epochs)
+    index = vocab.index
+    docs = [np.array([index[w] for w in s], dtype=np.int64) for s in sents]
+    probe = (skipgram_pairs(docs, window, probe_pairs, np.random.default_rng(seed))
+             if any(len(d) > 1 for d in docs) else None)
+    model = Word2Vec(vector_size=dim, window=window, sg=1, negative=negative, min_count=1,
+                     seed=seed, workers=workers, epochs=epochs, hashfxn=stable_hash)
+    model.build_vocab_from_freq(vocab.frequencies())
     order = [model.wv.key_to_index[w] for w in vocab.words]
+
+    class Record(CallbackAny2Vec):
+        def on_epoch_end(self, model):
+            vec, out = model.wv.vectors[order], model.syn1neg[order]
+            curve.add(len(curve.steps) + 1, validation_loss(vec, out, probe),
+                      math.nan if validation is None else validation_loss(vec, out, validation))
+
+    if total and probe is not None:
+        model.train(sents, total_examples=len(sents), total_words=total, epochs=epochs,
+                    callbacks=[Record()])
     vectors = torch.from_numpy(np.ascontiguousarray(model.wv.vectors[order], dtype=np.float32))
     out = torch.from_numpy(np.ascontiguousarray(model.syn1neg[order], dtype=np.float32))
-    return WordModel(vectors, out)
+    return WordModel(vectors, out, curve=curve)
 
 
 def cache_key(*parts: object) -> str:
@@ -85,12 +126,15 @@ def cached_models(folder: Path, build: Callable[[], list[WordModel]]) -> list[Wo
         return _MEMO[key]
     done = folder / "complete.json"
     if done.exists():
-        count = json.loads(done.read_text())["count"]
-        models = [WordModel.load(folder / f"model_{i}.safetensors") for i in range(count)]
+        meta = json.loads(done.read_text())
+        models = [WordModel.load(folder / f"model_{i}.safetensors") for i in range(meta["count"])]
+        for m, c in zip(models, meta.get("curves", [])):
+            m.curve = TrainingCurve.from_dict(c)
     else:
         models = build()
         for i, m in enumerate(models):
             m.save(folder / f"model_{i}.safetensors")
-        done.write_text(json.dumps({"count": len(models)}))
+        curves = [m.curve.to_dict() for m in models if m.curve is not None]
+        done.write_text(json.dumps({"count": len(models), "curves": curves}))
     _MEMO[key] = models
     return models

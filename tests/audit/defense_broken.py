@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from unittest import mock
 
-import opacus.optimizers
+import torch
 from dpkit_dped.aggregation import aggregate
 from dpkit_dped.audit import AggregationCanaryAudit, DpsgdCanaryAudit
 from dpkit_dped.defenses import DpedPate
@@ -18,15 +17,9 @@ from dpkit.audit.canary import register_defense_audit
 from dpkit.wire import Release
 
 
-class _UnclippedOptimizer(opacus.optimizers.DPOptimizer):
-    """Opacus' DP optimizer with per-sample clipping switched off (noise still scaled to C)."""
-
-    def clip_and_accumulate(self):
-        clip, self.max_grad_norm = self.max_grad_norm, math.inf
-        try:
-            super().clip_and_accumulate()
-        finally:
-            self.max_grad_norm = clip
+def _no_clipping(norms, max_norm):
+    """Per-sample clipping factors that never scale a gradient down (noise still scaled to C)."""
+    return torch.ones_like(norms)
 
 
 class NoiselessDpsgd(DpedDpsgd):
@@ -47,8 +40,8 @@ class UnclippedDpsgd(DpedDpsgd):
 
     @staticmethod
     def train_function(*args, **kwargs):
-        """train_dpsgd with Opacus' clipping disabled."""
-        with mock.patch.object(opacus.optimizers, "DPOptimizer", _UnclippedOptimizer):
+        """train_dpsgd with per-sample clipping disabled (dpkit_dped.clipping)."""
+        with mock.patch("dpkit_dped.clipping.clip_factors", _no_clipping):
             return train_dpsgd(*args, **kwargs)
 
 

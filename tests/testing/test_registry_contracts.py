@@ -44,6 +44,7 @@ DEFENSE_PARAMS: dict[str, dict[str, Any]] = {
     "dped_dpsgd": {**DPED_TINY, "steps": 5},
     "dped_public": DPED_TINY,
     "dped_nonprivate": DPED_TINY,
+    "dped_nonprivate_sgd": {**DPED_TINY, "steps": 5},
     "hiddenecho": HIDDENECHO_TINY,
     "hiddenecho_ldp": {k: v for k, v in HIDDENECHO_TINY.items()
                        if k not in ("mine_tokens", "ig_steps", "ig_samples")},
@@ -57,7 +58,8 @@ DEFENSE_PARAMS: dict[str, dict[str, Any]] = {
                          "n_eval": 2, "max_length": 24},
 }
 CAUSAL = {"obfuslm_generate", "hiddenecho", "hiddenecho_ldp", "hiddenecho_full"}
-NO_SPEND = {"dped_nonprivate", "dped_public", "obfuslm_plaintext", "snd_clean"}
+NO_SPEND = {"dped_nonprivate", "dped_nonprivate_sgd", "dped_public", "obfuslm_plaintext",
+            "snd_clean"}
 
 # (kind, name) -> why it cannot run its contract on tiny generated data and a tiny model
 _DPED = ("evaluates on real word-similarity and analogy sets (wordsim353, analogies) loaded by name; "
@@ -67,8 +69,8 @@ _OBFUS_ATTACK = ("attacks the ObfusLM server view (obfuscated model, permuted id
                  "masks), which the generic attack view does not have; covered by "
                  "tests/plugins/obfuslm")
 EXEMPT: dict[tuple[str, str], str] = {
-    **{("defense", n): _DPED for n in ("dped", "dped_dpsgd", "dped_nonprivate", "dped_pate",
-                                        "dped_public")},
+    **{("defense", n): _DPED for n in ("dped", "dped_dpsgd", "dped_nonprivate",
+                                        "dped_nonprivate_sgd", "dped_pate", "dped_public")},
     **{("attack", n): _OBFUS_ATTACK for n in ("knn_plus", "learned_inversion",
                                                "token_frequency")},
 }

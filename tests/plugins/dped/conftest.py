@@ -63,8 +63,8 @@ class TinyTopics(TinyPublic):
         return tiny_dataset("tiny_topics", 60, 30, seed=200)
 
 
-SMALL = dict(public_data="tiny_public", topic_data="tiny_topics", vocab_size=40, min_count=1,
-             dim=8, window=2, epochs=2, workers=1, heldout_pairs=500)
+SMALL = {"public_data": "tiny_public", "topic_data": "tiny_topics", "vocab_size": 40,
+         "min_count": 1, "dim": 8, "window": 2, "epochs": 2, "workers": 1, "heldout_pairs": 500}
 TEACHER = dict(SMALL, teachers=4, num_queries=24, student_epochs=3, threshold_votes=1.0)
 
 

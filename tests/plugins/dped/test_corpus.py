@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
-from dpkit_dped.corpus import build_vocabulary, encode, partition, skipgram_pairs, tokenize
-from dpkit_dped.pipeline import prepare, teacher_models
+from dpkit_dped.corpus import (
+    build_vocabulary,
+    document_tensor,
+    draw_pairs,
+    encode,
+    partition,
+    skipgram_pairs,
+    tokenize,
+)
 from dpkit_dped.defenses import DpedDefense
+from dpkit_dped.pipeline import prepare, teacher_models
+
 from dpkit.data.types import TextDataset, TextSplit
 
 from .conftest import TEACHER, make_texts, tiny_dataset
@@ -53,3 +61,17 @@ def test_one_changed_document_changes_at_most_one_teacher(make_ctx):
     same = [torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
             for a, b in zip(*models)]
     assert same.count(False) == 1, same
+
+
+def test_dpsgd_pairs_stay_inside_their_document_and_window():
+    docs = [np.arange(10, 17), np.array([3]), np.arange(40, 100)]
+    tokens, lengths = document_tensor(docs, max_len=50)
+    assert lengths.tolist() == [7, 1, 50] and tokens[2, -1] == 89  # cut at 50 ids
+    gen = torch.Generator().manual_seed(0)
+    c, x, m = draw_pairs(tokens, lengths, pairs=400, window=3, generator=gen)
+    ok = m.bool()
+    assert not ok[1].any()  # a one-word document gives no pair
+    gap = (c - x).abs()[ok]
+    assert int(gap.min()) >= 1 and int(gap.max()) <= 3  # ids are consecutive within a document
+    assert bool(((c[0][ok[0]] >= 10) & (x[0][ok[0]] < 17)).all())
+    assert ok[0].float().mean() > 0.5

@@ -7,15 +7,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from dpkit_dped.defenses import DpedNonPrivate, DpedPublic
+from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 from opacus.accountants import RDPAccountant
 
 import dpkit.plugins
 from dpkit.accounting import Ledger
 from dpkit.context import RunContext
-from dpkit_dped.defenses import DpedNonPrivate, DpedPublic
-from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 
-from .conftest import SMALL
+from .conftest import SMALL, TEACHER
 
 
 def test_opacus_accountant_agrees_with_dpkit_ledger():
@@ -72,3 +72,24 @@ def test_nonprivate_on_real_catalogue_sources(tmp_path):
     metrics = DpedNonPrivate(params).run(ctx).metrics
     assert metrics["wordsim353_coverage"] > 0 and metrics["analogy_questions"] > 0
     assert all(math.isfinite(metrics[k]) for k in ("perplexity", "topic_accuracy"))
+
+
+def test_public_init_runs_record_curves_and_the_nonprivate_twin_spends_infinity(make_ctx):
+    from dpkit_dped.defenses import DpedDefense
+    from dpkit_dped.dpsgd import DpedNonPrivateSgd
+
+    sgd = {**SMALL, "init": "public", "steps": 30, "sampling_rate": 0.2, "pairs_per_doc": 8}
+    ctx = make_ctx()
+    metrics = DpedNonPrivateSgd(DpedNonPrivateSgd.Params.model_validate(sgd)).run(ctx).metrics
+    assert math.isinf(ctx.ledger.epsilon()) and metrics["steps"] == 30
+    ctx = make_ctx()
+    result = DpedDpsgd(DpedDpsgd.Params.model_validate(
+        {**sgd, "target_epsilon": 4.0, "steps_by_epsilon": {4.0: 12}})).run(ctx)
+    assert [s.count for s in ctx.ledger.spends] == [12]  # σ calibrated for the steps run
+    assert [c["component"] for c in result.training_curves] == ["DP-SGD skip-gram", "public skip-gram"]
+    assert result.metrics["converged"] in (0.0, 1.0) and math.isfinite(result.metrics["val_loss_final"])
+    ctx = make_ctx()
+    student = DpedDefense(DpedDefense.Params.model_validate(
+        {**TEACHER, "student_init": "public", "target_epsilon": 1e4})).run(ctx)
+    assert student.training_curves[0]["component"] == "student"
+    assert len(student.training_curves[0]["steps"]) == TEACHER["student_epochs"]

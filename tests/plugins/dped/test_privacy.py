@@ -8,12 +8,16 @@ from types import SimpleNamespace
 import dp_accounting
 import pytest
 import torch
-
-from dpkit.accounting import NoGuarantee
 from dpkit_dped.aggregation import clip_rows, vote_histogram
 from dpkit_dped.defenses import DpedDefense, DpedPate
-from dpkit_dped.privacy import (THRESHOLD_SENSITIVITY, VOTES_SENSITIVITY, hidden_sensitivity,
-                                plan_noise)
+from dpkit_dped.privacy import (
+    THRESHOLD_SENSITIVITY,
+    VOTES_SENSITIVITY,
+    hidden_sensitivity,
+    plan_noise,
+)
+
+from dpkit.accounting import NoGuarantee
 
 from .conftest import TEACHER
 

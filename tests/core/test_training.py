@@ -1,0 +1,62 @@
+"""Training curves and the convergence rule."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from dpkit.protocols import DefenseResult
+from dpkit.training import (
+    TrainingCurve,
+    attach_curves,
+    converged,
+    convergence_metrics,
+    still_improving,
+)
+
+
+def curve_of(train, val=None, name="model"):
+    curve = TrainingCurve(name)
+    for i, t in enumerate(train):
+        curve.add(i + 1, t, math.nan if val is None else val[i])
+    return curve
+
+
+def test_a_curve_still_falling_at_the_end_is_not_converged():
+    falling = [10 / (i + 1) for i in range(10)]
+    assert still_improving(falling)
+    assert not converged(curve_of(falling))
+
+
+def test_a_plateau_within_tolerance_is_converged():
+    plateau = [5.0, 3.0, 2.0, 1.5, 1.2, 1.1, 1.1, 1.1, 1.1, 1.0945]
+    assert converged(curve_of(plateau))
+    assert not converged(curve_of(plateau), tol=1e-3)  # the last window still gains 0.5 %
+
+
+def test_validation_still_falling_flags_even_when_train_is_flat():
+    flat = [1.0] * 10
+    assert converged(curve_of(flat, val=flat))
+    assert not converged(curve_of(flat, val=[3.0 - 0.2 * i for i in range(10)]))
+    rising_val = [1.0 + 0.1 * i for i in range(10)]  # overfitting: stopped improving
+    assert converged(curve_of(flat, val=rising_val))
+
+
+def test_too_short_curves_never_count_as_converged_and_bad_rules_fail():
+    assert not converged(curve_of([1.0]))
+    with pytest.raises(ValueError, match="window"):
+        converged(curve_of([1.0, 1.0]), window=1.5)
+
+
+def test_attach_puts_flag_final_losses_and_json_safe_curves_on_the_result():
+    result = DefenseResult({"perplexity": 10.0})
+    good, bad = curve_of([2.0, 1.0, 1.0, 1.0, 1.0], [3.0] * 5, "student"), curve_of([3, 2, 1], name="teacher")
+    attach_curves(result, [good, bad])
+    assert result.metrics["converged"] == 0.0 and result.metrics["curves_not_converged"] == 1.0
+    assert result.metrics["train_loss_final"] == 1.0 and result.metrics["val_loss_final"] == 3.0
+    restored = [TrainingCurve.from_dict(d) for d in json.loads(json.dumps(result.training_curves))]
+    assert restored[0] == good and restored[1].component == "teacher"
+    assert math.isnan(restored[1].val_loss[0])
+    assert convergence_metrics([good])["converged"] == 1.0
