@@ -67,11 +67,13 @@ class DefenseResult:
 
     Build ``view`` with ``ctx.wire.view(...)`` and ``wire_bytes`` with ``ctx.wire.summary()``: a
     view entry that did not cross ``ctx.wire`` is recorded by the runner as ε = ∞.
+    ``training_curves`` (see :func:`dpkit.training.attach_curves`) go to ``results.jsonl``.
     """
 
     metrics: dict[str, float]
     view: ServerView | None = None
     wire_bytes: dict[str, int] = field(default_factory=dict)
+    training_curves: list[dict[str, Any]] = field(default_factory=list)
 
 
 @runtime_checkable

@@ -85,7 +85,7 @@ def render_table(spec, rows: list[dict]) -> str:
     uncovered = any(r["uncovered"] for r in agg)
     headers = ["method", *sweep_keys, "seeds", *metrics, *(PRIVACY_HEADERS[c] for c in privacy),
                *([UNCOVERED_HEADER] if uncovered else [])]
-    body = [[r["method"], *[r["point"].get(k, "") for k in sweep_keys], r["seeds"],
+    body = [[_label(r), *[r["point"].get(k, "") for k in sweep_keys], r["seeds"],
              *[_fmt_stat(r["stats"].get(m)) for m in metrics + privacy],
              *([", ".join(dict.fromkeys(short_reason(x) for x in r["uncovered"]))]
                if uncovered else [])] for r in agg]
@@ -96,6 +96,12 @@ def render_table(spec, rows: list[dict]) -> str:
     note += f"\n\n{legend}" if legend else ""
     verdicts = format_verdicts(evaluate_all(spec, rows))
     return table + note + (f"\n\n{verdicts}" if verdicts else "")
+
+
+def _label(row: dict) -> str:
+    """The method, flagged when a seed's training was still improving at the end."""
+    converged = row["values"].get("converged")
+    return row["method"] if converged is None or converged >= 1 else f"{row['method']} (not converged)"
 
 
 def _fmt_stat(stat) -> str:

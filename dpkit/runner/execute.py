@@ -72,6 +72,7 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         "privacy": ledger.summary(),
         "ledger": ledger.to_dict(),
         "wire_bytes": dict(result.wire_bytes),
+        "training_curves": list(result.training_curves),
         "attacks_skipped": skipped,
         "device": str(device),
         "elapsed_s": round(time.perf_counter() - started, 3),

@@ -52,3 +52,13 @@ def test_short_reason_names_the_tensor():
     assert short_reason("labels: task labels are sent in plaintext") == "labels"
     long = "x" * 80
     assert short_reason(long).endswith("…") and len(short_reason(long)) == 40
+
+
+def test_cells_still_improving_are_flagged_not_converged():
+    rows = [_row(0, "token", False), _row(1, "token", False)]
+    rows[1]["metrics"]["converged"] = 0.0
+    rows[0]["metrics"]["converged"] = 1.0
+    table = render_table(_spec(), rows)
+    assert "| M-token-False (not converged)" in table
+    rows[1]["metrics"]["converged"] = 1.0
+    assert "not converged" not in render_table(_spec(), rows)
