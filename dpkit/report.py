@@ -107,7 +107,7 @@ def _label(row: dict) -> str:
 def _fmt_stat(stat) -> str:
     if stat is None:
         return ""
-    if stat.n > 1 and math.isfinite(stat.half_width):
+    if stat.n > 1 and math.isfinite(stat.half_width) and stat.half_width > 0:
         return f"{_fmt(stat.mean)} ± {stat.half_width:.2g}"
     return _fmt(stat.mean)
 
