@@ -28,7 +28,7 @@ def clip_norms(y: torch.Tensor, bound: float | None) -> torch.Tensor:
     return y * (bound / norms).clamp(max=1.0)
 
 
-class LaplaceDx:
+class LaplaceDx(dpkit.Component):
     """Multivariate Laplace dχ noise on token embeddings (η-dχ per token, L2 metric)."""
 
     name: ClassVar[str] = "laplace_dx"
@@ -40,9 +40,6 @@ class LaplaceDx:
         eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η")
         clip_bound: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                          description="clip noisy vectors to this L2 norm (SnD Eq. 3)")
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
         """η-dχ for the L2 distance between two token embeddings (clipping is post-processing)."""
@@ -65,7 +62,7 @@ class LaplaceDx:
         return laplace_log_density(x, y, self.params.eta)
 
 
-class Text2Text:
+class Text2Text(dpkit.Component):
     """NOISE (Feyisetan et al. 2020; Qu et al. 2021): Laplace dχ on the embedding, then nearest token.
 
     Ids of −1 (out of vocabulary) pass through unchanged; the caller decides whether to keep them.
@@ -83,9 +80,6 @@ class Text2Text:
                             description="distance used to decode the noisy vector")
         keep_stop_words: bool = Field(default=False, description="release stop words unchanged "
                                       "(as dχ-STENCIL's comparison does; they get no protection)")
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
         """η-dχ per token for the L2 distance in ``space`` (decoding is post-processing); stop words

@@ -13,7 +13,7 @@ from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
 from dpkit_baselines.sampling import exact_pairwise_l2, frequency_rank, sample_by_id
 
 
-class SanText:
+class SanText(dpkit.Component):
     """SanText: replace token x by y with P(y | x) ∝ exp(−ε·‖E[x] − E[y]‖ / 2) over the vocabulary."""
 
     name: ClassVar[str] = "santext"
@@ -24,9 +24,6 @@ class SanText:
         """ε of the exponential mechanism (the utility is −L2 distance, sensitivity-free form)."""
 
         epsilon: float = Field(gt=0, allow_inf_nan=False, description="privacy parameter ε")
-
-    def __init__(self, params: Params):
-        self.params = params
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> Guarantee:
         """ε-dχ per token for the L2 distance (log-ratio ≤ ε·d: ε/2 from the score, ε/2 from Z)."""

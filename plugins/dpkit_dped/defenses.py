@@ -97,15 +97,12 @@ class DpedParams(TeacherParams):
     hidden_weight: float = Field(1.0, ge=0)
 
 
-class DpedDefense:
+class DpedDefense(dpkit.Component):
     """DPED (Feng & Hong): N skip-gram teachers, noisy mean vectors + noisy votes, student on Eq. 3."""
 
     name = "dped"
     Params = DpedParams
     uses_hidden = True
-
-    def __init__(self, params: DpedParams):
-        self.params = params
 
     def noise_plan(self, delta: float, accountant: str) -> NoisePlan:
         """σ of each release, calibrated to the target ε for ``num_queries`` queries."""
@@ -178,14 +175,11 @@ class NonPrivateParams(CorpusParams):
     """Non-private skip-gram (no extra settings)."""
 
 
-class DpedNonPrivate:
+class DpedNonPrivate(dpkit.Component):
     """Non-private baseline: one skip-gram on the whole private corpus; ledger records ε = ∞."""
 
     name = "dped_nonprivate"
     Params = NonPrivateParams
-
-    def __init__(self, params: NonPrivateParams):
-        self.params = params
 
     def planned_spends(self, privacy) -> list:
         """One NoGuarantee entry."""

@@ -7,6 +7,8 @@ that the ledger composes ``steps`` times. The trainer is :mod:`dpkit_dped.sgd`.
 
 from __future__ import annotations
 
+import dpkit
+
 import math
 from typing import Literal
 
@@ -77,14 +79,11 @@ class DpsgdParams(SgdParams):
         return int(self.steps_by_epsilon.get(self.target_epsilon, self.steps))
 
 
-class DpedDpsgd:
+class DpedDpsgd(dpkit.Component):
     """DP-SGD baseline: skip-gram trained with per-document clipping and Gaussian noise."""
 
     name = "dped_dpsgd"
     Params = DpsgdParams
-
-    def __init__(self, params: DpsgdParams):
-        self.params = params
 
     def noise_multiplier(self, delta: float, accountant: str) -> float:
         """z such that ``steps`` Poisson-sampled steps spend at most the target ε."""
@@ -115,14 +114,11 @@ class DpedDpsgd:
         return with_curves(metrics, [model] + ([start] if start is not None else []))
 
 
-class DpedNonPrivateSgd:
+class DpedNonPrivateSgd(dpkit.Component):
     """Non-private ceiling of the SGD recipe: DP-SGD's training without clipping or noise (ε = ∞)."""
 
     name = "dped_nonprivate_sgd"
     Params = SgdParams
-
-    def __init__(self, params: SgdParams):
-        self.params = params
 
     def planned_spends(self, privacy) -> list:
         """One NoGuarantee entry."""

@@ -51,14 +51,11 @@ def warmup_then_decay(total_steps: int, warmup: float):
     return factor
 
 
-class HiddenEchoLdp:
+class HiddenEchoLdp(dpkit.Component):
     """LDP baseline: dχ-noisy embeddings up, last hidden state down, LoRA + head, no correction."""
 
     name: ClassVar[str] = "hiddenecho_ldp"
     Params: ClassVar[type[dpkit.Params]] = LdpParams
-
-    def __init__(self, params):
-        self.params = params
 
     def layout(self, model, train, ctx) -> Layout:
         """Send only the last layer at full width; no denoiser."""

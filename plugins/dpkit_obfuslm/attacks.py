@@ -38,15 +38,12 @@ class KnnPlusParams(dpkit.Params):
     metric: Literal["l2", "cosine"] = Field("cosine", description="distance in the public table")
 
 
-class KnnPlus:
+class KnnPlus(dpkit.Component):
     """KNN+: map each observed obfuscated row to its nearest rows of the public original table."""
 
     name: ClassVar[str] = "knn_plus"
     Params: ClassVar[type[KnnPlusParams]] = KnnPlusParams
     requires: ClassVar[tuple[str, ...]] = ("obfuscated_table", "token_ids")
-
-    def __init__(self, params: KnnPlusParams):
-        self.params = params
 
     def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
         """Top-1 / top-3 token recovery and ROUGE-L of the top-1 text."""
@@ -56,15 +53,12 @@ class KnnPlus:
         return score_candidates(cand, truth, lengths, "knn")
 
 
-class TokenFrequency:
+class TokenFrequency(dpkit.Component):
     """TFA (Table 5): match each observed id to the public tokens of nearest relative frequency."""
 
     name: ClassVar[str] = "token_frequency"
     Params: ClassVar[type[dpkit.NoParams]] = dpkit.NoParams
     requires: ClassVar[tuple[str, ...]] = ("token_ids",)
-
-    def __init__(self, params: dpkit.NoParams):
-        self.params = params
 
     def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
         """Top-1 / top-3 recovery and ROUGE-L from frequency matching."""
@@ -97,15 +91,12 @@ class LearnedInversionParams(dpkit.Params):
     batch_size: int = Field(512, ge=8)
 
 
-class LearnedInversion:
+class LearnedInversion(dpkit.Component):
     """Train f(obfuscated row) ≈ original row on self-made obfuscations, then decode by KNN."""
 
     name: ClassVar[str] = "learned_inversion"
     Params: ClassVar[type[LearnedInversionParams]] = LearnedInversionParams
     requires: ClassVar[tuple[str, ...]] = ("obfuscated_table", "token_ids")
-
-    def __init__(self, params: LearnedInversionParams):
-        self.params = params
 
     def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
         """Top-1 / top-3 recovery and ROUGE-L of the inverted rows."""

@@ -142,15 +142,12 @@ def _documents(*parts: torch.Tensor) -> list[torch.Tensor]:
     return docs
 
 
-class ObfusLM:
+class ObfusLM(dpkit.Component):
     """ObfusLM (classification): permuted vocabulary, EmbedCluster + WeightSynth tables, server
     fine-tuning on obfuscated ids; ``plus`` adds the hidden-dimension obfuscation."""
 
     name: ClassVar[str] = "obfuslm"
     Params: ClassVar[type[ObfusLMParams]] = ObfusLMParams
-
-    def __init__(self, params: ObfusLMParams):
-        self.params = params
 
     def releases(self, ctx) -> list[dpkit.Release]:
         """The obfuscated tables ((k, ε)), the id stream and the labels (∞ with reasons)."""
@@ -161,14 +158,11 @@ class ObfusLM:
         return run_classification(self, ctx, self.params)
 
 
-class ObfusLMPlaintext:
+class ObfusLMPlaintext(dpkit.Component):
     """Plaintext baseline for ObfusLM: the same fine-tuning on real ids (no protection)."""
 
     name: ClassVar[str] = "obfuslm_plaintext"
     Params: ClassVar[type[TrainParams]] = TrainParams
-
-    def __init__(self, params: TrainParams):
-        self.params = params
 
     def releases(self, ctx) -> list[dpkit.Release]:
         """The real id stream and the labels, each ε = ∞ with its reason."""

@@ -70,15 +70,12 @@ def lora_fine_tune(model, data_ids: torch.Tensor, mask: torch.Tensor, p: Generat
     return model.eval(), loss.item() if p.steps else float("nan")
 
 
-class ObfusLMGenerate:
+class ObfusLMGenerate(dpkit.Component):
     """ObfusLM generation (smoke scale): obfuscated SmolLM2/Llama, LoRA fine-tuning on
     obfuscated ids, greedy completion of obfuscated prompts, client-side decoding, ROUGE-L."""
 
     name: ClassVar[str] = "obfuslm_generate"
     Params: ClassVar[type[GenerateParams]] = GenerateParams
-
-    def __init__(self, params: GenerateParams):
-        self.params = params
 
     def _prepared(self, ctx) -> SimpleNamespace:
         """The server's model copy, the obfuscated tables and the encoded texts, once per ctx."""

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import torch
 
+import dpkit
 from dpkit import DefenseResult, Release
 from dpkit.accounting import NoGuarantee
 from dpkit.releases import declare_releases
@@ -22,15 +23,12 @@ from dpkit_snd.pipeline import Step, evaluate, load_split, result
 from dpkit_snd.privatize import privatize_tokens
 
 
-class _SplitDefense:
+class _SplitDefense(dpkit.Component):
     """Shared flow: declare the uploads, then privatize, send, embed on the server and evaluate."""
 
     name: ClassVar[str]
     Params: ClassVar[type[CommonParams]]
     upload: ClassVar[str] = "embeddings"
-
-    def __init__(self, params):
-        self.params = params
 
     def _setup(self, ctx):
         """Client and tokenized train/test splits for ``ctx``, built once per context."""

@@ -32,7 +32,7 @@ class StencilParams(dpkit.Params):
     keep_stop_words: bool = Field(default=True, description="leave stop words unchanged (§4)")
 
 
-class Stencil:
+class Stencil(dpkit.Component):
     """STENCIL (Harel et al. 2024): Gaussian-weighted window, nearest token other than the original.
 
     Deterministic and it looks at the private token again when decoding: no privacy guarantee.
@@ -46,9 +46,6 @@ class Stencil:
     sequence_level: ClassVar[bool] = True
 
     Params = StencilParams
-
-    def __init__(self, params: StencilParams):
-        self.params = params
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> Guarantee:
         """No guarantee: no noise, and excluding the original token reads the private input."""
