@@ -7,14 +7,13 @@ that the ledger composes ``steps`` times. The trainer is :mod:`dpkit_dped.sgd`.
 
 from __future__ import annotations
 
-import dpkit
-
 import math
 from typing import Literal
 
 import torch
 from pydantic import Field
 
+import dpkit
 from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_noise, dpsgd_event
 from dpkit_dped.corpus import document_tensor, encode
 from dpkit_dped.defenses import CorpusParams, privacy_settings, record, with_curves
