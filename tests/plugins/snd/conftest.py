@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from typing import ClassVar
 
 import pytest
@@ -16,32 +15,12 @@ from dpkit.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.models import tiny_encoder
 from dpkit.registry import Registry
-
-POSITIVE = ["good", "great", "love", "fresh"]
-NEGATIVE = ["bad", "hate", "rotten"]
-FILLER = ["movie", "film", "story", "plot", "actor", "the", "a", "was", "and", "it", "this", "man",
-          "woman", "food", "bread", "piece", "eating", "very", "not", "so"]
-
-
-def generated_texts(n: int, seed: int) -> tuple[list[str], list[int]]:
-    """Short sentences whose label is whether positive words outnumber negative ones."""
-    rng = random.Random(seed)
-    texts, labels = [], []
-    for _ in range(n):
-        label = rng.randrange(2)
-        polar = POSITIVE if label else NEGATIVE
-        words = rng.choices(FILLER, k=rng.randint(4, 9)) + rng.choices(polar, k=rng.randint(1, 3))
-        rng.shuffle(words)
-        texts.append(" ".join(words))
-        labels.append(label)
-    return texts, labels
-
+from dpkit.testing import textdata
+from dpkit.testing.textdata import generated_texts
 
 def generated_dataset(n_train: int = 96, n_test: int = 48, seed: int = 0) -> TextDataset:
-    """A two-class generated dataset with train and test splits."""
-    tr, te = generated_texts(n_train, seed), generated_texts(n_test, seed + 1)
-    return TextDataset("generated", {"train": TextSplit(*tr), "test": TextSplit(*te)},
-                       label_names=("negative", "positive"))
+    """The shared generated two-class dataset, at the sizes these tests use."""
+    return textdata.generated_dataset(n_train, n_test, seed)
 
 
 class GeneratedPublic:
