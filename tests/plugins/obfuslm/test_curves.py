@@ -13,7 +13,7 @@ from dpkit_obfuslm.inversion import CURVE_POINTS, train_inverter
 from dpkit_obfuslm.obfuscate import VocabKey
 
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.models import tiny_encoder
+from dpkit.models import tiny_causal, tiny_encoder
 from dpkit.plugins import get_registry
 from dpkit.training import TrainingCurve
 from tests.plugins.obfuslm.conftest import make_ctx
@@ -93,3 +93,17 @@ def test_learned_inversion_reports_its_convergence(encoder, corpus):
         result.view, ctx)
     assert {f"inv_{k}" for k in CONVERGENCE} <= set(scores)
     assert "converged" not in scores  # the defense's own flag is not overwritten
+
+
+def test_lora_fine_tuning_records_a_validated_curve(corpus_factory):
+    data = corpus_factory(60, seed=1)
+    params = {"k": 5, "beta": 0.9, "steps": 4, "max_train": 20, "prompt_tokens": 5,
+              "new_tokens": 4, "n_eval": 2}
+    result, ctx = _run("obfuslm_generate", params, tiny_causal(hidden_size=32), data)
+    (curve,) = (TrainingCurve.from_dict(c) for c in result.training_curves)
+    assert curve.component == "LoRA fine-tuning" and curve.steps == [1, 2, 3, 4]
+    assert all(math.isfinite(v) for v in curve.train_loss + curve.val_loss)
+    assert CONVERGENCE <= set(result.metrics)
+    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (20, 2)
+    (ids,) = [s for s in ctx.ledger.spends if s.label.startswith("token_ids")]
+    assert ids.count == ctx.wire.units["token_ids"]  # validation ids declared like the rest
