@@ -81,6 +81,8 @@ def validation_loss(model: EncoderClassifier, data: Encoded | None, batch_size: 
     """Mean cross-entropy over ``data`` in eval mode (``nan`` when there is none)."""
     if data is None or len(data) == 0:
         return float("nan")
+    if data.labels is None:
+        raise ValueError("validation loss needs labelled validation texts; these have no labels")
     device = next(model.parameters()).device
     model.eval()
     total = 0.0

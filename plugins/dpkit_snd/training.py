@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,7 +150,7 @@ def _fit(model: nn.Module, loss_fn, name: str, encoder: SplitClient, batches: li
 
 def train_snd(model: SnDDenoiser, encoder: SplitClient, texts: list[str], mechanisms: list,
               plan: TrainPlan, generator: torch.Generator, say: Callable[[str], None],
-              validation: list[str] = (), val_seed: int = 0) -> TrainingCurve:
+              validation: Sequence[str] = (), val_seed: int = 0) -> TrainingCurve:
     """Minimise E||D(e_n, X̃, Z) − e_c||² over public texts with fresh noise each epoch; returns
     the curve, validated on the held-out public ``validation`` texts."""
     return _fit(model, _snd_loss, "snd denoiser", encoder, _batches(encoder, texts, plan),
@@ -160,7 +160,7 @@ def train_snd(model: SnDDenoiser, encoder: SplitClient, texts: list[str], mechan
 
 def train_server(model: ServerTokenDenoiser, encoder: SplitClient, texts: list[str],
                  mechanisms: list, plan: TrainPlan, generator: torch.Generator,
-                 say: Callable[[str], None], validation: list[str] = (),
+                 say: Callable[[str], None], validation: Sequence[str] = (),
                  val_seed: int = 0) -> TrainingCurve:
     """Server ablation: minimise the token-level MSE between S(X̃) and X on public texts; returns
     the curve, validated on the held-out public ``validation`` texts."""
