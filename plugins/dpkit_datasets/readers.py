@@ -8,7 +8,6 @@ import importlib.util
 import zipfile
 from pathlib import Path
 
-
 from dpkit.data.types import Analogies, WordPairs
 from dpkit.errors import DataSourceError
 
