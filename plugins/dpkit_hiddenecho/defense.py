@@ -9,11 +9,11 @@ from typing import ClassVar
 import torch
 
 import dpkit
-from dpkit.attacks import knn_recovery
 from dpkit.cache import cached
 from dpkit.metrics import accuracy, auc
 from dpkit.releases import declare_releases
 from dpkit.wire import DOWN, UP
+from dpkit_attacks import knn_recovery
 from dpkit_hiddenecho.data import batches, pad_batch, privatize_split, tokenize_unpadded
 from dpkit_hiddenecho.layer_filter import (
     evenly_spaced_layers,

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from dpkit import DefenseResult, ServerView
-from dpkit.attacks import kl_mutual_information, knn_recovery
 from dpkit.training import TrainingCurve, attach_curves
 from dpkit.wire import DOWN, Wire
+from dpkit_attacks import kl_mutual_information, knn_recovery
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
 from dpkit_snd.privatize import token_correlation

@@ -30,9 +30,8 @@ def test_max_entries_evicts_the_oldest():
 
 def test_framework_caches_are_registered():
     import dpkit.context  # noqa: F401
-    import dpkit.tasks.classifier  # noqa: F401
 
-    assert {"dpkit.loaded_components", "dpkit.text_classifiers"} <= set(caches())
+    assert {"dpkit.loaded_components", "dpkit.content_memo"} <= set(caches())
     assert all(c.description for c in caches().values())
 
 

@@ -50,7 +50,7 @@ def test_info_unknown_name_suggests():
 
 def test_fetch_reports_cached_and_failed(cache, capsys, monkeypatch):
     art = placed(cache)
-    from dpkit.data import catalogue
+    from dpkit_datasets import catalogue
 
     monkeypatch.setattr(catalogue.RottenTomatoes, "artifact", art)
     assert run("fetch", "rotten_tomatoes", "wordsim353", "--json") == 0

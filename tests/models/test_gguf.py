@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from dpkit.data import PinnedArtifact
-from dpkit.models import catalogue as C
 from dpkit.models import load_hf_split
+from dpkit_models import catalogue as C
 
 from .tiny_gguf import write_tiny_llama_gguf
 

@@ -78,16 +78,6 @@ def test_tokenize_rejects_bare_string():
         tiny_encoder().tokenize("one string")
 
 
-def test_registered_through_plugins():
-    from dpkit.registry import Registry
-    from dpkit.models import catalogue
-
-    reg = Registry()
-    catalogue.dpkit_register_models(lambda cls: reg.add("model", cls, "models"))
-    model = reg.build("model", "tiny-causal", {"hidden_size": 16}).load(torch.device("cpu"))
-    assert model.causal and model.hidden_size == 16
-
-
 def test_load_model_by_name_through_plugins():
     from dpkit.models import load_model
 

@@ -1,12 +1,13 @@
-"""Generic tasks the runner wraps around components: ``privatize_text`` for token mechanisms."""
+"""Built-in generic tasks: ``privatize_text``, the defense a spec's ``mechanism:`` cell runs (any token
+mechanism on text, scored by a utility classifier)."""
 
 from dpkit.hookspecs import hookimpl
-from dpkit.tasks.classifier import (
+from dpkit_tasks.classifier import (
     clear_classifiers,
     doc_features,
     train_text_classifier,
 )
-from dpkit.tasks.privatize import PrivatizeText, encode_docs, space_of
+from dpkit_tasks.privatize import PrivatizeText, encode_docs, space_of
 
 __all__ = ["PrivatizeText", "clear_classifiers", "doc_features", "encode_docs", "space_of",
            "train_text_classifier"]

@@ -16,8 +16,8 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.data import readers as R
 from dpkit.data.sources import CatalogueEntry
+from dpkit.data.splits import build_dataset, seeded_split
 from dpkit.data.types import TextDataset
 from dpkit.errors import DataSourceError
 
@@ -191,7 +191,7 @@ class LocalFiles(CatalogueEntry):
         names = None if labels is None else tuple(sorted(set(labels)))
         source = f"{path.resolve()} ({fmt})"
         if split_column is None:
-            train, test = R.seeded_split(len(texts), p.test_fraction, p.seed)
+            train, test = seeded_split(len(texts), p.test_fraction, p.seed)
             raw = {"train": _pick(train, texts, labels), "test": _pick(test, texts, labels)}
             source += f"; seeded {1 - p.test_fraction:g}/{p.test_fraction:g} split (seed {p.seed})"
         else:
@@ -202,7 +202,7 @@ class LocalFiles(CatalogueEntry):
                                       f"{found}; dpkit's tasks read 'train' and 'test'")
             raw = {s: _pick([i for i, v in enumerate(values) if v == s], texts, labels)
                    for s in found}
-        return R.build_dataset(self.name, raw, names, p.max_examples, p.seed, source)
+        return build_dataset(self.name, raw, names, p.max_examples, p.seed, source)
 
 
 def _text(value, path: Path, row: int) -> str:

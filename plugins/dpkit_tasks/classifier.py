@@ -9,7 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from dpkit.cache import process_cache
 from dpkit.space import EmbeddingSpace
 
-_TRAINED = process_cache("dpkit.text_classifiers",
+_TRAINED = process_cache("tasks.text_classifiers",
                          "utility classifiers by (dataset, space fingerprints, features, seed)")
 
 

@@ -4,9 +4,10 @@ from collections import Counter
 
 import pytest
 
-from dpkit.data import catalogue as C
 from dpkit.data.types import Analogies, TextDataset, WordPairs
 from dpkit.registry import Registry
+import dpkit_datasets
+from dpkit_datasets import catalogue as C
 
 pytestmark = pytest.mark.network
 
@@ -83,7 +84,7 @@ def test_word_benchmarks():
 
 def test_catalogue_registers_every_dataset():
     reg = Registry()
-    C.dpkit_register_datasets(lambda cls: reg.add("dataset", cls, "datasets"))
+    dpkit_datasets.dpkit_register_datasets(lambda cls: reg.add("dataset", cls, "datasets"))
     assert set(reg.names("dataset")) == {
         "20newsgroups", "reuters_r8", "reuters_r52", "rotten_tomatoes", "tweets_sentiment",
         "news_articles", "movie_polarity", "wordsim353", "simlex999", "analogies", "local_files"}

@@ -4,7 +4,9 @@ import math
 
 import torch
 
-from dpkit.attacks import (
+from dpkit.protocols import ServerView
+from dpkit.testing.strategies_tokens import random_space
+from dpkit_attacks import (
     AttributeInference,
     NNInversion,
     TokenRecovery,
@@ -14,8 +16,6 @@ from dpkit.attacks import (
     knn_recovery,
     substitute_recovery,
 )
-from dpkit.protocols import ServerView
-from dpkit.testing.strategies_tokens import random_space
 
 
 class Ctx:

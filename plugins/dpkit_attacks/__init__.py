@@ -1,19 +1,20 @@
-"""Generic attacks every plug-in can use: inversion, token recovery, mutual information, attributes."""
+"""Built-in generic attacks every plug-in can use: inversion, token recovery, mutual information,
+attributes."""
 
-from dpkit.attacks.attribute import (
+from dpkit.hookspecs import hookimpl
+from dpkit_attacks.attribute import (
     AttributeInference,
     attribute_inference,
     mlp_predict,
     train_mlp_classifier,
 )
-from dpkit.attacks.information import (
+from dpkit_attacks.information import (
     MutualInformation,
     kl_entropy,
     kl_mutual_information,
     knn_distances,
 )
-from dpkit.attacks.inversion import NNInversion, TokenRecovery, knn_recovery, substitute_recovery
-from dpkit.hookspecs import hookimpl
+from dpkit_attacks.inversion import NNInversion, TokenRecovery, knn_recovery, substitute_recovery
 
 ATTACKS = (NNInversion, TokenRecovery, MutualInformation, AttributeInference)
 

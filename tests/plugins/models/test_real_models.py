@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from dpkit.errors import ParamsError
-from dpkit.models import catalogue as C
 from dpkit.registry import Registry
+import dpkit_models
+from dpkit_models import catalogue as C
 
 pytestmark = pytest.mark.network
 CPU = torch.device("cpu")
@@ -14,7 +15,7 @@ SENTENCES = ["A man is eating food.", "A man is eating a piece of bread."]
 
 def build(name: str, **params):
     reg = Registry()
-    C.dpkit_register_models(lambda cls: reg.add("model", cls, "models"))
+    dpkit_models.dpkit_register_models(lambda cls: reg.add("model", cls, "models"))
     return reg.build("model", name, params)
 
 

@@ -9,11 +9,12 @@ from typing import ClassVar, Literal, Sequence
 from pydantic import Field
 
 import dpkit
-from dpkit.data import artifacts as A
-from dpkit.data import readers as R
-from dpkit.data.local import LocalFiles
 from dpkit.data.sources import CatalogueEntry
+from dpkit.data.splits import build_dataset, seeded_split
 from dpkit.data.types import Analogies, TextDataset, WordPairs
+from dpkit_datasets import artifacts as A
+from dpkit_datasets import readers as R
+from dpkit_datasets.local import LocalFiles
 
 ORANGE_DIR = "orangecontrib/text/datasets"
 
@@ -44,11 +45,11 @@ class _Source(CatalogueEntry):
     def _seeded(self, texts: Sequence[str], labels: Sequence[str] | None,
                 label_names) -> TextDataset:
         p = self.params
-        train, test = R.seeded_split(len(texts), p.test_fraction, p.seed)
+        train, test = seeded_split(len(texts), p.test_fraction, p.seed)
         pick = lambda idx, xs: None if xs is None else [xs[i] for i in idx]  # noqa: E731
         raw = {"train": ([texts[i] for i in train], pick(train, labels)),
                "test": ([texts[i] for i in test], pick(test, labels))}
-        return R.build_dataset(self.name, raw, label_names, p.max_examples, p.seed,
+        return build_dataset(self.name, raw, label_names, p.max_examples, p.seed,
                                f"{self.source()}; seeded {1 - p.test_fraction:g}/"
                                f"{p.test_fraction:g} split (seed {p.seed})")
 
@@ -67,7 +68,7 @@ class _OrangeCorpus(_Source):
         raw = {s: R.read_orange_tab(self.path(f"{ORANGE_DIR}/{self.stem}-{s}.tab"))
                for s in ("train", "test")}
         names = tuple(sorted(set(raw["train"][1]) | set(raw["test"][1])))
-        return R.build_dataset(self.name, raw, names, self.params.max_examples,
+        return build_dataset(self.name, raw, names, self.params.max_examples,
                                self.params.seed, self.source())
 
 
@@ -226,10 +227,3 @@ class GoogleAnalogies(_GensimBenchmark):
 DATASETS: tuple[type, ...] = (Newsgroups20, ReutersR8, ReutersR52, RottenTomatoes,
                               TweetsSentiment, NewsArticles, MoviePolarity, WordSim353,
                               SimLex999, GoogleAnalogies, LocalFiles)
-
-
-@dpkit.hookimpl
-def dpkit_register_datasets(register) -> None:
-    """Register the built-in datasets."""
-    for cls in DATASETS:
-        register(cls)

@@ -10,10 +10,10 @@ import torch
 from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.data import artifacts as A
 from dpkit.data.sources import CatalogueEntry, HubSource, LocalSource
 from dpkit.models import loaders
 from dpkit.models.tiny import tiny_causal, tiny_encoder
+from dpkit_models import artifacts as A
 
 
 class VocabParams(dpkit.Params):
@@ -171,10 +171,3 @@ class TinyCausal(TinyEncoder):
 
 MODELS: tuple[type, ...] = (Glove6B50d, Glove840B300d, MiniLM, SmolLM2, HFModel, TinyEncoder,
                             TinyCausal)
-
-
-@dpkit.hookimpl
-def dpkit_register_models(register) -> None:
-    """Register the built-in models."""
-    for cls in MODELS:
-        register(cls)

@@ -13,9 +13,9 @@ from dpkit.protocols import DefenseResult, FitsCounts, is_sequence_level
 from dpkit.releases import declare_releases
 from dpkit.search import VocabIndex
 from dpkit.space import EmbeddingSpace
-from dpkit.tasks.classifier import doc_features, train_text_classifier
-from dpkit.tasks.token_releases import token_releases
+from dpkit.token_releases import token_releases
 from dpkit.wire import Release
+from dpkit_tasks.classifier import doc_features, train_text_classifier
 
 
 @dataclass

@@ -137,3 +137,11 @@ class TestPrivatizeTextContract(DefenseContract):
 
 class TestPrivatizeTextCusTextContract(TestPrivatizeTextContract):
     params = {"mechanism": "custext_plus", "mechanism_params": {"epsilon": 2.0, "top_k": 4}}
+
+
+def test_classifier_cache_is_registered_under_the_plugin_name():
+    from dpkit.cache import caches
+    from dpkit_tasks import classifier
+
+    assert caches()["tasks.text_classifiers"] is classifier._TRAINED
+    assert caches()["tasks.text_classifiers"].description

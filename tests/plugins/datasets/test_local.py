@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import dpkit
-from dpkit.data.local import LocalFiles
 from dpkit.errors import ParamsError
 from dpkit.registry import validate_params
+from dpkit_datasets.local import LocalFiles
 
 ROWS = [{"text": f"w{i % 40} w{(3 * i) % 40} w{(7 * i) % 40}", "label": "ab"[i % 2],
          "split": "test" if i % 4 == 0 else "train"} for i in range(24)]
