@@ -7,7 +7,8 @@ validation loss, per epoch or per evaluation step. :func:`converged` applies one
 
 - ``metrics["converged"]``: 1.0 when every curve converged, else 0.0;
 - ``metrics["train_loss_final"]`` / ``metrics["val_loss_final"]``: last losses of the main curve
-  (the first one given: the model the cell evaluates);
+  (the first one given: the model the cell evaluates); ``val_loss_final`` only where that curve
+  measured a validation loss, so every metric stays finite;
 - ``metrics["curves_not_converged"]``: how many curves were still improving;
 - ``result.training_curves``: every curve as a JSON-safe dict (:meth:`TrainingCurve.to_dict`).
 
@@ -31,6 +32,8 @@ class TrainingCurve:
     """Losses of one component: ``steps[i]`` (epoch or step number) with its train and val loss.
 
     A loss that was not measured at a point is ``nan``; ``unit`` says what a step counts.
+    ``solver_converged`` is set by components fitted with a solver that has its own stopping
+    rule (L-BFGS's gradient tolerance): :func:`converged` then takes the solver's word.
     """
 
     component: str
@@ -38,6 +41,7 @@ class TrainingCurve:
     steps: list[int] = field(default_factory=list)
     train_loss: list[float] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
+    solver_converged: bool | None = None
 
     def add(self, step: int, train: float, val: float = math.nan) -> None:
         """Append the losses measured at ``step``."""
@@ -60,14 +64,18 @@ class TrainingCurve:
         def safe(xs: list[float]) -> list:
             return [x if math.isfinite(x) else str(x) for x in xs]
 
-        return {"component": self.component, "unit": self.unit, "steps": list(self.steps),
-                "train_loss": safe(self.train_loss), "val_loss": safe(self.val_loss)}
+        out = {"component": self.component, "unit": self.unit, "steps": list(self.steps),
+               "train_loss": safe(self.train_loss), "val_loss": safe(self.val_loss)}
+        if self.solver_converged is not None:
+            out["solver_converged"] = self.solver_converged
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> TrainingCurve:
         """Inverse of :meth:`to_dict`."""
         return cls(data["component"], data.get("unit", "epoch"), [int(s) for s in data["steps"]],
-                   [float(x) for x in data["train_loss"]], [float(x) for x in data["val_loss"]])
+                   [float(x) for x in data["train_loss"]], [float(x) for x in data["val_loss"]],
+                   data.get("solver_converged"))
 
 
 def _last_finite(values: Sequence[float]) -> float:
@@ -99,11 +107,13 @@ def converged(curve: TrainingCurve, *, window: float = DEFAULT_WINDOW,
     is lower than the best value before it by more than ``tol`` relative to that earlier best and
     to the curve's total descent (see :func:`still_improving`).
     Validation loss is checked only where it was measured; a curve with fewer than two training
-    points never counts as converged.
+    points never counts as converged. A curve carrying ``solver_converged`` is decided by it.
     """
     if not 0 < window < 1 or tol < 0:
         raise ValueError(f"converged needs 0 < window < 1 and tol ≥ 0, got window={window}, "
                          f"tol={tol}")
+    if curve.solver_converged is not None:
+        return curve.solver_converged
     if still_improving(curve.train_loss, window=window, tol=tol):
         return False
     has_val = sum(math.isfinite(v) for v in curve.val_loss) >= 2
@@ -112,14 +122,17 @@ def converged(curve: TrainingCurve, *, window: float = DEFAULT_WINDOW,
 
 def convergence_metrics(curves: Iterable[TrainingCurve], *, window: float = DEFAULT_WINDOW,
                         tol: float = DEFAULT_TOLERANCE) -> dict[str, float]:
-    """``converged`` (1.0 / 0.0 over all curves), final losses of the first curve, and the count
-    of curves still improving."""
+    """``converged`` (1.0 / 0.0 over all curves), final losses of the first curve (validation only
+    where measured), and the count of curves still improving."""
     curves = list(curves)
     if not curves:
         raise ValueError("convergence_metrics needs at least one training curve")
     stuck = sum(not converged(c, window=window, tol=tol) for c in curves)
-    return {"converged": float(stuck == 0), "curves_not_converged": float(stuck),
-            "train_loss_final": curves[0].final_train, "val_loss_final": curves[0].final_val}
+    metrics = {"converged": float(stuck == 0), "curves_not_converged": float(stuck),
+               "train_loss_final": curves[0].final_train}
+    if math.isfinite(curves[0].final_val):
+        metrics["val_loss_final"] = curves[0].final_val
+    return metrics
 
 
 def attach_curves(result, curves: Iterable[TrainingCurve], **rule) -> None:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 
 from dpkit.cache import process_cache
 from dpkit.space import EmbeddingSpace
+from dpkit.training import TrainingCurve
+
+MAX_ITER = 2000
 
 _TRAINED = process_cache("tasks.text_classifiers",
                          "utility classifiers by (dataset, space fingerprints, features, seed)")
@@ -34,17 +41,42 @@ def doc_features(docs: list[torch.Tensor], space: EmbeddingSpace, kind: str) -> 
 
 
 def train_text_classifier(key: tuple, docs: list[torch.Tensor], labels: list[int],
-                          space: EmbeddingSpace, kind: str, seed: int) -> LogisticRegression:
-    """A logistic regression on clean training docs, cached per process under ``key``."""
-    def train() -> LogisticRegression:
+                          space: EmbeddingSpace, kind: str,
+                          seed: int) -> tuple[LogisticRegression, TrainingCurve]:
+    """A logistic regression on clean training docs and its training curve, cached per process."""
+    def train() -> tuple[LogisticRegression, TrainingCurve]:
         if labels is None or len(set(labels)) < 2:
             raise ValueError("utility: classifier needs a labelled train split with ≥ 2 classes; "
                              "use utility: none for unlabelled data")
-        model = LogisticRegression(max_iter=2000, C=1.0, random_state=seed)
-        model.fit(doc_features(docs, space, kind), np.asarray(labels))
-        return model
+        return fit_with_curve(doc_features(docs, space, kind), np.asarray(labels), seed)
 
     return _TRAINED.get_or_build(key, train)
+
+
+def fit_with_curve(features, labels: np.ndarray, seed: int,
+                   max_iter: int = MAX_ITER) -> tuple[LogisticRegression, TrainingCurve]:
+    """Fit L-BFGS logistic regression, recording the training log-loss after 1, 2, 4, …
+    iterations until the solver stops on its own tolerance (or at ``max_iter``).
+
+    L-BFGS is deterministic, so the last fit is the model a single ``max_iter`` fit returns; the
+    earlier, capped fits only draw the curve. Convergence is the solver's own verdict (stopped
+    before ``max_iter``). There is no validation loss: every clean training document is used, and
+    test documents never enter a curve.
+    """
+    curve = TrainingCurve("utility classifier", unit="lbfgs iteration")
+    cap = 1
+    while True:
+        cap = min(cap, max_iter)
+        model = LogisticRegression(max_iter=cap, C=1.0, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(features, labels)
+        iterations = int(np.max(model.n_iter_))
+        curve.add(iterations, log_loss(labels, model.predict_proba(features), labels=model.classes_))
+        if iterations < cap or cap == max_iter:
+            curve.solver_converged = iterations < max_iter
+            return model, curve
+        cap *= 2
 
 
 def clear_classifiers() -> None:

@@ -14,6 +14,7 @@ from dpkit.releases import declare_releases
 from dpkit.search import VocabIndex
 from dpkit.space import EmbeddingSpace
 from dpkit.token_releases import token_releases
+from dpkit.training import attach_curves
 from dpkit.wire import Release
 from dpkit_tasks.classifier import doc_features, train_text_classifier
 
@@ -123,14 +124,20 @@ class PrivatizeText:
         metrics = {"n_docs": float(len(docs)), "n_tokens": float(int(known.sum())),
                    "token_preservation": float((substituted[known] == truth[known]).float().mean())}
         out_docs = list(torch.split(substituted.cpu(), lengths))
+        curves = []
         if p.utility == "classifier":
-            metrics.update(self._utility(ctx, space, st.train, docs, out_docs, st.split,
-                                         len(st.texts)))
+            scores, curve = self._utility(ctx, space, st.train, docs, out_docs, st.split,
+                                          len(st.texts))
+            metrics.update(scores)
+            curves.append(curve)
         view = wire.view(knowledge={"space": space},
                          truth={"token_ids": truth, "doc_lengths": lengths,
                                 "attributes": st.split.labels[:len(st.texts)]
                                 if st.split.labels else None})
-        return DefenseResult(metrics, view, wire.summary())
+        result = DefenseResult(metrics, view, wire.summary())
+        if curves:
+            attach_curves(result, curves)
+        return result
 
     @staticmethod
     def _units(mechanism, docs) -> int:
@@ -184,17 +191,18 @@ class PrivatizeText:
         counts = torch.bincount(doc_of[known], minlength=len(lengths)).clamp_min(1)
         return sums / counts.unsqueeze(1)
 
-    def _utility(self, ctx, space, train, docs, out_docs, split, n) -> dict[str, float]:
-        """Accuracy of a classifier trained on clean train text, on clean and privatized test text."""
+    def _utility(self, ctx, space, train, docs, out_docs, split, n):
+        """Accuracy of a classifier trained on clean train text, on clean and privatized test text,
+        and the classifier's training curve."""
         if train is None or split.labels is None:
             raise ValueError("utility: classifier needs a labelled 'train' split and labels on "
                              f"{self.params.split!r}; this dataset has splits {list(ctx.dataset.splits)}")
         p = self.params
         key = (ctx.dataset.fingerprint, space.fingerprint, p.classifier_features,
                p.max_tokens_per_doc, p.classifier_train_docs)
-        model = train_text_classifier(key, train[0], train[1], space, p.classifier_features,
-                                      ctx.numpy_seed("classifier"))
+        model, curve = train_text_classifier(key, train[0], train[1], space,
+                                             p.classifier_features, ctx.numpy_seed("classifier"))
         labels = split.labels[:n]
         clean = model.score(doc_features(docs, space, p.classifier_features), labels)
         private = model.score(doc_features(out_docs, space, p.classifier_features), labels)
-        return {"accuracy": float(private), "clean_accuracy": float(clean)}
+        return {"accuracy": float(private), "clean_accuracy": float(clean)}, curve

@@ -45,6 +45,8 @@ def test_laplace_per_token_spend_and_view(setting):
     assert spend.count == 40 * 11 and spend.guarantee.eta == 1e6
     assert result.metrics["token_preservation"] == 1.0
     assert result.metrics["accuracy"] == result.metrics["clean_accuracy"] > 0.8
+    assert result.metrics["converged"] == 1.0
+    assert result.training_curves[0]["component"] == "utility classifier"
     view = result.view
     assert view.observed["embeddings"].shape == (440, 8)
     assert torch.equal(view.observed["substituted_ids"], view.truth["token_ids"])
