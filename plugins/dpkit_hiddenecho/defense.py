@@ -13,8 +13,16 @@ from dpkit.attacks import knn_recovery
 from dpkit.cache import cached
 from dpkit.metrics import accuracy, auc
 from dpkit.releases import declare_releases
+from dpkit.training import TrainingCurve, attach_curves
 from dpkit.wire import DOWN, UP
-from dpkit_hiddenecho.data import batches, pad_batch, privatize_split, tokenize_unpadded
+from dpkit_hiddenecho.data import (
+    batches,
+    hold_out,
+    pad_batch,
+    privatize_split,
+    tokenize_unpadded,
+    validation_size,
+)
 from dpkit_hiddenecho.layer_filter import (
     evenly_spaced_layers,
     layer_contributions,
@@ -79,19 +87,21 @@ class HiddenEchoLdp(dpkit.Component):
                                                "texts": texts[s][0], "max_length": p.max_length},
                          lambda s=s: tokenize_unpadded(model, texts[s][0], p.max_length))
                for s in texts}  # the same texts for every seed, η and ablation of a spec
+        n_val = validation_size(len(ids["train"]), p.val_fraction)
         self._state = SimpleNamespace(ctx=ctx, mechanism=mechanism, space=space,
-                                      texts=texts, ids=ids)
+                                      texts=texts, ids=ids, n_val=n_val)
         return self._state
 
     def releases(self, ctx) -> list[dpkit.Release]:
         """Noisy token embeddings (η per token, reused each epoch), masks, and the gradients."""
         p, st = self.params, self._prepared(ctx)
         n_tokens = sum(int(t.numel()) for s in st.ids for t in st.ids[s])
-        steps = p.epochs * -(-len(st.ids["train"]) // p.batch_size)
+        steps = p.epochs * -(-(len(st.ids["train"]) - st.n_val) // p.batch_size)
         return [
             dpkit.Release("embeddings", st.mechanism.guarantee(st.space),
-                          f"{self.name}: laplace_dx η={p.eta:g} on every train+test token "
-                          "embedding, drawn once and reused across epochs", count=n_tokens,
+                          f"{self.name}: laplace_dx η={p.eta:g} on every train (validation "
+                          "included) and test token embedding, drawn once and reused across "
+                          "epochs", count=n_tokens,
                           reusable=True),
             dpkit.Release("mask", None, "attention masks: token counts, public under dχ's "
                           "equal-length neighbours", covered_by="embeddings"),
@@ -107,12 +117,13 @@ class HiddenEchoLdp(dpkit.Component):
                                    ctx.generator(f"hiddenecho/noise/{s}")) for s in texts}
         work = private_copy(model)
         n_classes = len(ctx.dataset.label_names or ()) or int(data["train"].labels.max()) + 1
-        layout = self.layout(work, data["train"], ctx)
+        fit, val = hold_out(data["train"], st.n_val)
+        layout = self.layout(work, fit, ctx)
         attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets, p.lora_layers)
         pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
         proto = SplitProtocol(work, layout, n_classes, pooling, ctx.wire,
                               ctx.generator("hiddenecho/mine", "cpu"))
-        metrics = self.train(proto, data["train"], ctx)
+        metrics, curves = self.train(proto, fit, val, ctx)
         scores, truth = self.evaluate(proto, data["test"], ctx, model.special_token_ids())
         metrics.update(scores)
         observed = ctx.wire.observed.get("embeddings", torch.zeros(0, model.hidden_size))
@@ -122,10 +133,13 @@ class HiddenEchoLdp(dpkit.Component):
                            layout.width if layout.reduce_on_server else model.hidden_size),
                        tokens_privatized=float(data["train"].n_tokens + data["test"].n_tokens))
         view = ctx.wire.view(knowledge={"space": space}, truth={"token_ids": truth})
-        return dpkit.DefenseResult(metrics, view, ctx.wire.summary())
+        result = dpkit.DefenseResult(metrics, view, ctx.wire.summary())
+        attach_curves(result, curves)
+        return result
 
-    def train(self, proto: SplitProtocol, split, ctx) -> dict[str, float]:
-        """Fine-tune client modules and server LoRA end to end; time each epoch."""
+    def train(self, proto: SplitProtocol, split, val, ctx) -> tuple[dict[str, float], list]:
+        """Fine-tune client modules and server LoRA end to end; time each epoch and record the
+        training curves (task loss on ``split`` and on the held-out ``val``, MINE critics)."""
         p, pad = self.params, proto.model.tokenizer.pad_token_id
         sides = {side: proto.trainable(side) for side in ("client", "server")}
         optimizers = [torch.optim.AdamW(sides["client"], lr=p.lr),
@@ -134,16 +148,17 @@ class HiddenEchoLdp(dpkit.Component):
         schedules = [torch.optim.lr_scheduler.LambdaLR(o, warmup_then_decay(total, p.warmup))
                      for o in optimizers]
         order = ctx.generator("hiddenecho/order", "cpu")
-        seconds, cpu, loss = [], [], float("nan")
-        proto.wire.phase = "train"
+        curves = self.curves(proto)
+        seconds, cpu = [], []
         for epoch in range(p.epochs):
             proto.train(True)
-            start, start_cpu = time.perf_counter(), time.process_time()
+            proto.wire.phase = "train"
+            start, start_cpu, loss_sum = time.perf_counter(), time.process_time(), 0.0
             for _ids, noisy, clean, mask, labels in batches(proto.model, split, p.batch_size, pad,
                                                             order):
                 for opt in optimizers:
                     opt.zero_grad(set_to_none=True)
-                loss = proto.step(noisy, clean, mask, labels)
+                loss_sum += proto.step(noisy, clean, mask, labels) * len(labels)
                 if p.max_grad_norm is not None:
                     for params in sides.values():
                         torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
@@ -152,13 +167,57 @@ class HiddenEchoLdp(dpkit.Component):
                     schedule.step()
             seconds.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
-            ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss:.3f}, "
-                    f"{seconds[-1]:.1f} s")
-        return {"train_loss": loss, "epoch_seconds": sum(seconds) / len(seconds),
-                "epoch_cpu_seconds": sum(cpu) / len(cpu),
-                "bytes_per_batch_train": proto.wire.per_batch("train"),
-                "bytes_up_per_batch_train": proto.wire.per_batch("train", UP),
-                "bytes_down_per_batch_train": proto.wire.per_batch("train", DOWN)}
+            val_loss = self.validate(proto, val)
+            self.record(curves, proto, epoch + 1, loss_sum / len(split), val_loss)
+            ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss_sum / len(split):.3f}, "
+                    f"validation {val_loss:.3f}, {seconds[-1]:.1f} s")
+        return ({"epoch_seconds": sum(seconds) / len(seconds),
+                 "epoch_cpu_seconds": sum(cpu) / len(cpu),
+                 "train_examples_used": float(len(split)), "val_examples": float(len(val)),
+                 "bytes_per_batch_train": proto.wire.per_batch("train"),
+                 "bytes_up_per_batch_train": proto.wire.per_batch("train", UP),
+                 "bytes_down_per_batch_train": proto.wire.per_batch("train", DOWN)},
+                list(curves.values()))
+
+    def curves(self, proto: SplitProtocol) -> dict[str, TrainingCurve]:
+        """Empty curves of the trained parts: the split model first, then the MINE critics."""
+        curves = {"task": TrainingCurve(f"{self.name} split model (server LoRA and maps, client "
+                                        "denoiser and head): task cross-entropy")}
+        if len(proto.server.mine_in):
+            curves["server"] = TrainingCurve(f"{self.name} server MINE critics I(E'; H^dn): "
+                                             "negative Donsker-Varadhan bound")
+        if len(proto.client.mine_out):
+            curves["client"] = TrainingCurve(f"{self.name} client MINE critics I(H^den; H^dn): "
+                                             "negative Donsker-Varadhan bound")
+        return curves
+
+    @staticmethod
+    def record(curves: dict[str, TrainingCurve], proto: SplitProtocol, epoch: int,
+               train_loss: float, val_loss: float) -> None:
+        """Add one epoch's losses; the critics' is the mean negated bound over the epoch's fits."""
+        curves["task"].add(epoch, train_loss, val_loss)
+        for side in ("server", "client"):
+            bounds = proto.critic_bounds[side]
+            if side in curves:
+                curves[side].add(epoch, -sum(bounds) / max(len(bounds), 1))
+            bounds.clear()
+
+    def validate(self, proto: SplitProtocol, val) -> float:
+        """Mean task loss on the held-out training examples (``nan`` when none are held out).
+
+        The held-out noisy embeddings cross the wire as at inference (phase ``validation``):
+        their tokens are among the declared ones, drawn once, so the ledger is unchanged. Runs in
+        evaluation mode without gradients and draws no random numbers, so training is unaffected.
+        """
+        if not len(val):
+            return float("nan")
+        proto.train(False)
+        proto.wire.phase = "validation"
+        pad, total = proto.model.tokenizer.pad_token_id, 0.0
+        for _ids, noisy, clean, mask, labels in batches(proto.model, val, self.params.batch_size,
+                                                        pad):
+            total += proto.validation_loss(noisy, clean, mask, labels)
+        return total / len(val)
 
     def evaluate(self, proto: SplitProtocol, split, ctx,
                  specials: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:
