@@ -279,7 +279,11 @@ class HiddenEcho(HiddenEchoLdp):
                                                   model.tokenizer.pad_token_id)
         ctx.wire.phase = "layer_filter"
         noisy = ctx.wire.send("embeddings", noisy, rows=mask)  # the server scores received rows
-        scores = layer_contributions(model, noisy, mask, p.ig_steps, baseline=p.ig_baseline)
+        # HiddenEcho, −Res and −DR at one seed and η score the same samples on the same body
+        key = {"weights": model.server.state_dict(), "noisy": noisy, "mask": mask,
+               "steps": p.ig_steps, "baseline": p.ig_baseline}
+        scores = cached("hiddenecho_ig_scores", key, lambda: layer_contributions(
+            model, noisy, mask, p.ig_steps, baseline=p.ig_baseline))
         layers = select_layers(scores, p.top_k, model.num_layers, p.keep_last)
         ctx.say(f"{self.name}: sending blocks {layers}; IG contributions "
                 f"{[round(float(s), 4) for s in scores]}")

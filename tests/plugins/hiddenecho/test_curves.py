@@ -81,3 +81,23 @@ def test_hold_out_takes_the_last_training_examples():
     assert validation_size(10, 0.0) == 0 and validation_size(10, 0.01) == 1
     with pytest.raises(ValueError, match="val_fraction"):
         validation_size(2, 0.5)
+
+
+def test_cached_layer_filter_gives_the_uncached_metrics(setup, monkeypatch):
+    from dpkit.cache import clear_memo
+    from dpkit_hiddenecho import defense
+
+    clear_memo()
+    torch.manual_seed(0)
+    cold, _ = run(setup, "hiddenecho", HE)
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("the layer filter's scores were recomputed instead of reused")
+
+    monkeypatch.setattr(defense, "layer_contributions", recomputed)
+    torch.manual_seed(0)
+    warm, _ = run(setup, "hiddenecho", HE)
+    timing = {"epoch_seconds", "epoch_cpu_seconds"}
+    assert {k: v for k, v in cold.metrics.items() if k not in timing} == \
+        {k: v for k, v in warm.metrics.items() if k not in timing}
+    assert cold.training_curves == warm.training_curves
