@@ -53,7 +53,8 @@ def test_validation_changes_neither_training_nor_the_ledger(setup, monkeypatch):
     assert with_val.training_curves[0]["train_loss"] == without.training_curves[0]["train_loss"]
     assert with_val.metrics["auc"] == without.metrics["auc"]
     assert [s.count for s in ctx_val.ledger.spends] == [s.count for s in ctx_none.ledger.spends]
-    # the held-out tokens are declared with the training split and sent only by validation
+    # the held-out tokens are declared with the training split; validation adds exactly their
+    # rows, so none of them was sent in training or with the test split (disjoint slices)
     held_out = sum(int(t.numel()) for t in toy_tokens(setup)[-3:])
     assert ctx_val.wire.units["embeddings"] == ctx_none.wire.units["embeddings"] + held_out
     assert ctx_val.wire.units["embeddings"] <= ctx_val.ledger.spends[0].count
