@@ -78,13 +78,17 @@ def _last_finite(values: Sequence[float]) -> float:
 def still_improving(losses: Sequence[float], *, window: float = DEFAULT_WINDOW,
                     tol: float = DEFAULT_TOLERANCE) -> bool:
     """Whether the best loss of the last ``window`` share of points beats the best loss before it
-    by more than ``tol`` (relative). Needs at least two finite points; fewer count as improving."""
+    by more than ``tol`` of that earlier best *and* by more than ``tol`` of the curve's whole descent
+    (first point to its best), so a loss creeping towards zero (1e-4 to 1e-6 after starting at 0.7)
+    counts as settled. Needs at least two finite points; fewer count as improving."""
     finite = [v for v in losses if math.isfinite(v)]
     if len(finite) < 2:
         return True
     tail = min(len(finite) - 1, max(1, math.ceil(window * len(finite))))
     before, after = min(finite[:-tail]), min(finite[-tail:])
-    return (before - after) > tol * max(abs(before), 1e-12)
+    gain = before - after
+    descent = finite[0] - min(finite)
+    return gain > tol * max(abs(before), 1e-12) and gain > tol * descent
 
 
 def converged(curve: TrainingCurve, *, window: float = DEFAULT_WINDOW,
@@ -92,7 +96,8 @@ def converged(curve: TrainingCurve, *, window: float = DEFAULT_WINDOW,
     """True when neither the training nor the validation loss was still improving at the end.
 
     A loss is still improving when the best value over the last ``window`` share of the curve
-    is lower than the best value before it by more than ``tol`` relative to that earlier best.
+    is lower than the best value before it by more than ``tol`` relative to that earlier best and
+    to the curve's total descent (see :func:`still_improving`).
     Validation loss is checked only where it was measured; a curve with fewer than two training
     points never counts as converged.
     """

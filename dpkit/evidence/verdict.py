@@ -2,10 +2,10 @@
 
 Per compared point: the paired differences over seeds, their Student-t 95 % interval, and two
 one-sided t tests — for the claim (H0: "A is not better by the margin") and against it (H0: "A is
-better by the margin") — each Holm-corrected across the claim's points. ``holds``: every point's
-corrected test for the claim rejects at 2.5 % (one-sided; the 95 % interval's tail). ``refuted``: some point's corrected test against the
-claim rejects. Otherwise ``undecided``; always ``undecided`` where a point has fewer than two
-paired seeds. docs/evidence.md states this in full.
+better by the margin") — each Holm-corrected across the claim's points. ``holds``: every
+point's corrected test for the claim rejects at 2.5 % (one-sided; the 95 % interval's tail).
+``refuted``: some point's corrected test against the claim rejects. Otherwise ``undecided``;
+always ``undecided`` where a point has fewer than two paired seeds. docs/evidence.md states this in full.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def member_table(group: torch.Tensor, k: int) -> torch.Tensor:
     return table
 
 
-class CusText:
+class CusText(dpkit.Component):
     """CusText: each word is replaced within its fixed output set of K similar words by an
     exponential mechanism on min-max-normalised similarity, P(y | x) ∝ exp(ε·u(x, y) / 2)."""
 
@@ -86,7 +86,7 @@ class CusText:
         top_k: int = Field(default=20, ge=2, le=10_000, description="output-set size K")
 
     def __init__(self, params: Params):
-        self.params = params
+        super().__init__(params)
         self.counts: torch.Tensor | None = None
         self._cache: tuple[str, torch.Tensor, torch.Tensor] | None = None
 

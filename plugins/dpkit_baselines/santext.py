@@ -78,7 +78,7 @@ class SanTextPlus(SanText):
                                        description="share w of least-frequent words deemed sensitive")
 
     def __init__(self, params: Params):
-        self.params = params
+        super().__init__(params)
         self.counts: torch.Tensor | None = None
 
     def fit_counts(self, counts: torch.Tensor) -> None:

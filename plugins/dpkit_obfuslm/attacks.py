@@ -16,6 +16,7 @@ from pydantic import Field
 
 import dpkit
 from dpkit.search import nearest
+from dpkit.training import convergence_metrics
 from dpkit_obfuslm.scoring import flatten_scored, score_candidates
 
 
@@ -105,14 +106,17 @@ class LearnedInversion(dpkit.Component):
         observed, truth, lengths = _tokens(view)
         table = view.knowledge["original_table"].float()
         gen = ctx.generator("obfuslm.learned_inversion", device=table.device)
-        inverter = train_inverter(table, view.knowledge["obfuscation"], self.params, gen,
-                                  say=ctx.say)
+        inverter, curve = train_inverter(table, view.knowledge["obfuscation"], self.params, gen,
+                                         say=ctx.say)
         rows = view.observed["obfuscated_table"].float().to(table.device)
         uniq, inverse = torch.unique(observed, return_inverse=True)
         with torch.no_grad():
             guess = inverter(rows[uniq.to(rows.device)])
         _, ids = nearest(guess, table, k=3, metric="cosine")
-        return score_candidates(ids.cpu()[inverse.cpu()], truth, lengths, "inv")
+        scores = score_candidates(ids.cpu()[inverse.cpu()], truth, lengths, "inv")
+        if curve.steps:  # attack metrics join the cell's: prefixed, so the defense's flag stays
+            scores.update({f"inv_{k}": v for k, v in convergence_metrics([curve]).items()})
+        return scores
 
 
 ATTACKS: tuple[type, ...] = (KnnPlus, TokenFrequency, LearnedInversion)

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from dpkit.models import mean_pool
+from dpkit.training import TrainingCurve
 
 
 @dataclass
@@ -46,15 +47,16 @@ class EncoderClassifier(nn.Module):
 
 
 def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_size: int,
-              lr: float, head_lr: float, generator: torch.Generator,
-              say=lambda msg: None) -> float:
-    """Train body and head with AdamW on shuffled batches; returns the last epoch's mean loss."""
+              lr: float, head_lr: float, generator: torch.Generator, say=lambda msg: None,
+              validation: Encoded | None = None) -> TrainingCurve:
+    """Train body and head with AdamW on shuffled batches; returns the per-epoch curve (mean
+    training loss; cross-entropy on ``validation`` when given)."""
     device = next(model.parameters()).device
+    curve = TrainingCurve("server fine-tuning")
     opt = torch.optim.AdamW([{"params": model.body.parameters(), "lr": lr},
                              {"params": model.head.parameters(), "lr": head_lr}])
     loss_fn = nn.CrossEntropyLoss()
     model.train()
-    mean_loss = float("nan")
     for epoch in range(epochs):
         order = torch.randperm(len(data), generator=generator, device=generator.device).cpu()
         total = torch.zeros((), device=device)
@@ -66,10 +68,30 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
             loss.backward()
             opt.step()
             total += loss.detach() * len(idx)
-        mean_loss = float(total) / len(data)
-        say(f"epoch {epoch + 1}/{epochs}: loss {mean_loss:.4f}")
+        curve.add(epoch + 1, float(total) / len(data), validation_loss(model, validation))
+        model.train()
+        say(f"epoch {epoch + 1}/{epochs}: loss {curve.train_loss[-1]:.4f}, "
+            f"validation loss {curve.val_loss[-1]:.4f}")
     model.eval()
-    return mean_loss
+    return curve
+
+
+@torch.no_grad()
+def validation_loss(model: EncoderClassifier, data: Encoded | None, batch_size: int = 128) -> float:
+    """Mean cross-entropy over ``data`` in eval mode (``nan`` when there is none)."""
+    if data is None or len(data) == 0:
+        return float("nan")
+    if data.labels is None:
+        raise ValueError("validation loss needs labelled validation texts; these have no labels")
+    device = next(model.parameters()).device
+    model.eval()
+    total = 0.0
+    for start in range(0, len(data), batch_size):
+        ids, mask = _trim(data.ids[start:start + batch_size], data.mask[start:start + batch_size])
+        logits = model(ids.to(device), mask.to(device))
+        labels = data.labels[start:start + batch_size].to(device)
+        total += float(nn.functional.cross_entropy(logits, labels, reduction="sum"))
+    return total / len(data)
 
 
 @torch.no_grad()

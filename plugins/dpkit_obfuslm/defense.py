@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import time
 from types import SimpleNamespace
 from typing import ClassVar
@@ -12,6 +13,7 @@ from pydantic import Field
 
 import dpkit
 from dpkit.releases import declare_releases
+from dpkit.training import attach_curves
 from dpkit.wire import DOWN
 from dpkit_obfuslm.classify import EncoderClassifier, fine_tune, predict
 from dpkit_obfuslm.client import ObfusClient
@@ -35,6 +37,10 @@ class TrainParams(dpkit.Params):
     batch_size: int = Field(32, ge=1, le=4096)
     max_length: int = Field(64, ge=4, le=512, description="tokens per text (truncated)")
     max_train: int | None = Field(None, ge=2, description="cap on fine-tuning texts")
+    validation_share: float = Field(0.1, gt=0.0, lt=0.5, description="validation texts for the "
+                                    "fine-tuning curve, as a share of max_train (the train "
+                                    "split's next texts; taken off the fine-tuning texts where "
+                                    "the split has too few)")
     max_test: int | None = Field(None, ge=1, description="cap on inference texts")
     public_dataset: str | None = Field(None, description="attacker's public corpus (registered "
                                        "dataset); default: held-out part of the train split")
@@ -57,11 +63,19 @@ def _split(ctx, p: TrainParams):
                          "use e.g. rotten_tomatoes")
     n_public = 0 if p.public_dataset else int(len(train) * p.public_share)
     available = len(train) - n_public
-    n_train = available if p.max_train is None else min(p.max_train, available)
+    wanted = available if p.max_train is None else min(p.max_train, available)
+    n_val = math.ceil(p.validation_share * wanted)
+    n_train = min(wanted, available - n_val)
+    if n_train < 2:
+        raise ValueError(f"obfuslm: {available} train texts leave {n_train} to fine-tune on after "
+                         f"{n_val} validation texts; use a larger dataset or a smaller "
+                         "validation_share / public_share")
     n_test = len(test) if p.max_test is None else min(p.max_test, len(test))
     held_out = train.texts[len(train) - n_public:] if n_public else []
-    return (train.texts[:n_train], train.labels[:n_train], test.texts[:n_test],
-            test.labels[:n_test], held_out, len(data.label_names or set(train.labels)))
+    val = slice(n_train, n_train + n_val)
+    return (train.texts[:n_train], train.labels[:n_train], train.texts[val], train.labels[val],
+            test.texts[:n_test], test.labels[:n_test], held_out,
+            len(data.label_names or set(train.labels)))
 
 
 def _prepared(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleNamespace:
@@ -73,7 +87,7 @@ def _prepared(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleName
     if model is None or model.causal:
         raise ValueError("obfuslm classification needs an encoder model (e.g. minilm or "
                          "tiny-encoder) as the spec's model")
-    x_train, y_train, x_test, y_test, held_out, n_labels = _split(ctx, p)
+    x_train, y_train, x_val, y_val, x_test, y_test, held_out, n_labels = _split(ctx, p)
     server = copy.deepcopy(model.server)
     table = model.embedding_table.float()
     tables, metrics = None, {}
@@ -84,15 +98,17 @@ def _prepared(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleName
     defense._state = SimpleNamespace(
         ctx=ctx, server=server, table=table, tables=tables, metrics=metrics, key=key,
         client=client, held_out=held_out, n_labels=n_labels,
-        train=client.tokenize(x_train, y_train), test=client.tokenize(x_test, y_test))
+        train=client.tokenize(x_train, y_train), validation=client.tokenize(x_val, y_val),
+        test=client.tokenize(x_test, y_test))
     return defense._state
 
 
 def classification_releases(defense, ctx, obfuscation: ObfuscationParams | None) -> list:
-    """Tables ((k, ε) per token), the id streams and the labels (∞ with reasons), and masks."""
+    """Tables ((k, ε) per token), the id streams and the labels (∞ with reasons), and masks;
+    the validation texts are sent like the training ones (ids, mask, labels)."""
     st = _prepared(defense, ctx, obfuscation)
-    n_ids = int(st.train.mask.sum() + st.test.mask.sum())
-    return [*releases(st.tables, obfuscation, n_ids, len(st.train)),
+    n_ids = int(st.train.mask.sum() + st.validation.mask.sum() + st.test.mask.sum())
+    return [*releases(st.tables, obfuscation, n_ids, len(st.train) + len(st.validation)),
             dpkit.Release("mask", None, "attention masks: text lengths, sent with the ids",
                           covered_by="token_ids")]
 
@@ -105,25 +121,31 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     metrics = dict(st.metrics)
     if st.tables is not None:
         wire.send("tables", st.tables.embeddings, units=1)
-    for name, split in (("train", st.train), ("test", st.test)):
+    splits = (("train", st.train), ("validation", st.validation), ("test", st.test))
+    for name, split in splits:
         wire.send("token_ids", split.ids, units=int(split.mask.sum()), observe=f"{name}_ids")
         wire.send("mask", split.mask, observe=f"{name}_mask")
-    wire.send("labels", st.train.labels, units=len(st.train))
+    for split in (st.train, st.validation):
+        wire.send("labels", split.labels, units=len(split))
     classifier = EncoderClassifier(st.server, model.hidden_size, st.n_labels).to(ctx.device)
     started = time.perf_counter()
     gen = ctx.generator("obfuslm.train")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(ctx.numpy_seed("obfuslm.head"))
         classifier.head.reset_parameters()
-    metrics["train_loss"] = fine_tune(classifier, st.train, epochs=p.epochs,
-                                      batch_size=p.batch_size, lr=p.lr, head_lr=p.head_lr,
-                                      generator=gen, say=ctx.say)
-    metrics["train_s"] = time.perf_counter() - started
+    with torch.random.fork_rng(devices=[]):  # the body's dropout draws from the global RNG
+        torch.manual_seed(ctx.numpy_seed("obfuslm.dropout"))
+        curve = fine_tune(classifier, st.train, epochs=p.epochs, batch_size=p.batch_size,
+                          lr=p.lr, head_lr=p.head_lr, generator=gen, say=ctx.say,
+                          validation=st.validation)
+    metrics.update(train_loss=curve.final_train, train_s=time.perf_counter() - started,
+                   train_examples=float(len(st.train)),
+                   validation_examples=float(len(st.validation)))
     predictions = predict(classifier, st.test)
     wire.send("predictions", predictions, DOWN)
     metrics["accuracy"] = float((predictions == st.test.labels.cpu()).float().mean())
     wire.derive("token_ids", lambda *parts: _documents(*parts)[: p.attack_docs],
-                "train_ids", "train_mask", "test_ids", "test_mask")
+                *(f"{name}_{part}" for name, _ in splits for part in ("ids", "mask")))
     weight = st.server.get_input_embeddings().weight.detach()
     wire.derive("obfuscated_table", lambda *_: weight, "token_ids")  # the server's own model
     truth = [st.key.decode(ids) for ids in wire.observed["token_ids"]]
@@ -131,7 +153,9 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     public_ids = st.client.original_ids(public).documents() if public else []
     view = build_view(wire, truth, st.table, public_ids, model.special_token_ids(),
                       obfuscation_knowledge(obfuscation) if obfuscation else {}, st.key.forward)
-    return dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())
+    result = dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())
+    attach_curves(result, [curve])
+    return result
 
 
 def _documents(*parts: torch.Tensor) -> list[torch.Tensor]:

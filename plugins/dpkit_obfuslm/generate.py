@@ -4,6 +4,7 @@ tokenization and decoding with the secret permutation on the client."""
 from __future__ import annotations
 
 import copy
+import math
 import time
 from types import SimpleNamespace
 from typing import ClassVar
@@ -13,7 +14,9 @@ from pydantic import Field
 
 import dpkit
 from dpkit.releases import declare_releases
+from dpkit.training import TrainingCurve, attach_curves
 from dpkit.wire import DOWN
+from dpkit_obfuslm.classify import Encoded
 from dpkit_obfuslm.client import ObfusClient
 from dpkit_obfuslm.common import (
     ObfuscationParams,
@@ -38,15 +41,39 @@ class GenerateParams(ObfuscationParams):
     lora_alpha: int = Field(16, ge=1)
     max_length: int = Field(48, ge=8, le=1024, description="tokens per fine-tuning text")
     max_train: int = Field(64, ge=1, description="fine-tuning texts")
+    validation_share: float = Field(0.1, gt=0.0, lt=0.5, description="validation texts for the "
+                                    "LoRA curve, as a share of max_train (the train split's next "
+                                    "texts; taken off the fine-tuning texts where it has too few)")
     prompt_tokens: int = Field(12, ge=1, le=512)
     new_tokens: int = Field(12, ge=1, le=512)
     n_eval: int = Field(8, ge=1, le=10_000, description="prompts completed at inference")
     obfuscate: bool = Field(True, description="false: the plaintext reference run")
 
 
+CURVE_POINTS = 20
+
+
+def _lm_loss(model, ids: torch.Tensor, mask: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Next-token cross-entropy of ``model`` on ``ids`` (padding not scored)."""
+    ids, mask = ids.to(device), mask.to(device)
+    return model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss
+
+
+@torch.no_grad()
+def _validation_loss(model, data, batch_size: int, device: torch.device) -> float:
+    """Mean next-token loss over the held-out ``data`` (Encoded), batch by batch, in eval mode."""
+    model.eval()
+    losses = [float(_lm_loss(model, data.ids[i:i + batch_size], data.mask[i:i + batch_size],
+                             device)) for i in range(0, len(data), batch_size)]
+    model.train()
+    return sum(losses) / len(losses)
+
+
 def lora_fine_tune(model, data_ids: torch.Tensor, mask: torch.Tensor, p: GenerateParams,
-                   generator: torch.Generator, device: torch.device):
-    """Wrap ``model`` with LoRA adapters on every linear layer and train ``p.steps`` steps."""
+                   generator: torch.Generator, device: torch.device, validation=None):
+    """Wrap ``model`` with LoRA adapters on every linear layer and train ``p.steps`` steps;
+    returns the model and its curve (mean training loss since the last point, loss on the
+    ``validation`` texts), recorded CURVE_POINTS times over the run."""
     from peft import LoraConfig
 
     from dpkit.models import with_lora
@@ -58,16 +85,22 @@ def lora_fine_tune(model, data_ids: torch.Tensor, mask: torch.Tensor, p: Generat
     opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=p.lr,
                             betas=(0.9, 0.95))
     model.train()
-    for _ in range(p.steps):
+    curve, every = TrainingCurve("LoRA fine-tuning", unit="step"), max(1, p.steps // CURVE_POINTS)
+    since, total = 0, 0.0
+    for step in range(1, p.steps + 1):
         idx = torch.randint(0, data_ids.shape[0], (p.batch_size,), generator=generator,
                             device=generator.device).cpu()
-        ids, m = data_ids[idx].to(device), mask[idx].to(device)
-        labels = ids.masked_fill(m == 0, -100)
-        loss = model(input_ids=ids, attention_mask=m, labels=labels).loss
+        loss = _lm_loss(model, data_ids[idx], mask[idx], device)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    return model.eval(), loss.item() if p.steps else float("nan")
+        since, total = since + 1, total + float(loss.detach())
+        if step % every == 0 or step == p.steps:
+            val = (float("nan") if validation is None
+                   else _validation_loss(model, validation, p.batch_size, device))
+            curve.add(step, total / since, val)
+            since, total = 0, 0.0
+    return model.eval(), curve
 
 
 class ObfusLMGenerate(dpkit.Component):
@@ -95,7 +128,7 @@ class ObfusLMGenerate(dpkit.Component):
                            else (None, {}))
         key = tables.key if tables is not None else VocabKey.identity(model.vocab_size)
         client = ObfusClient(model, key, p.max_length)
-        train = client.tokenize(list(ctx.dataset["train"].texts)[: p.max_train])
+        train, validation = _train_and_validation(client, list(ctx.dataset["train"].texts), p)
         need = p.prompt_tokens + p.new_tokens
         pool = client.tokenize(list(ctx.dataset["test"].texts))
         long_enough = pool.mask.sum(1) >= need
@@ -105,6 +138,7 @@ class ObfusLMGenerate(dpkit.Component):
         chosen = pool.ids[long_enough][: p.n_eval, :need]
         self._state = SimpleNamespace(ctx=ctx, server=server, table=table, tables=tables,
                                       metrics=metrics, key=key, client=client, train=train,
+                                      validation=validation,
                                       prompts=chosen[:, : p.prompt_tokens],
                                       reference=chosen[:, p.prompt_tokens:])
         return self._state
@@ -112,7 +146,7 @@ class ObfusLMGenerate(dpkit.Component):
     def releases(self, ctx) -> list[dpkit.Release]:
         """Tables ((k, ε)) when obfuscating, the id stream (∞: deterministic ids) and masks."""
         st = self._prepared(ctx)
-        n_ids = int(st.train.mask.sum()) + st.prompts.numel()
+        n_ids = int(st.train.mask.sum() + st.validation.mask.sum()) + st.prompts.numel()
         return [*releases(st.tables, self.params if self.params.obfuscate else None, n_ids, 0),
                 dpkit.Release("mask", None, "attention masks: text lengths, sent with the ids",
                               covered_by="token_ids")]
@@ -127,10 +161,15 @@ class ObfusLMGenerate(dpkit.Component):
             wire.send("tables", st.tables.embeddings, units=1)
         train_ids = wire.send("token_ids", st.train.ids, units=int(st.train.mask.sum()))
         train_mask = wire.send("mask", st.train.mask)
+        validation = Encoded(wire.send("token_ids", st.validation.ids,
+                                       units=int(st.validation.mask.sum())),
+                             wire.send("mask", st.validation.mask))
         started = time.perf_counter()
-        server, metrics["train_loss"] = lora_fine_tune(st.server, train_ids, train_mask, p,
-                                                       ctx.generator("obfuslm.lora"), ctx.device)
-        metrics["train_s"] = time.perf_counter() - started
+        server, curve = lora_fine_tune(st.server, train_ids, train_mask, p,
+                                       ctx.generator("obfuslm.lora"), ctx.device, validation)
+        metrics.update(train_loss=curve.final_train, train_s=time.perf_counter() - started,
+                       train_examples=float(len(st.train)),
+                       validation_examples=float(len(validation)))
         prompts = wire.send("token_ids", prompts, units=prompts.numel(), observe="prompts")
         eos = model.tokenizer.eos_token_id
         pad = model.tokenizer.pad_token_id
@@ -152,4 +191,19 @@ class ObfusLMGenerate(dpkit.Component):
         view = build_view(wire, [key.decode(s) for s in sent], st.table, [],
                           model.special_token_ids(), obfuscation_knowledge(p) if p.obfuscate else {},
                           key.forward)
-        return dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())
+        result = dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())
+        if curve.steps:
+            attach_curves(result, [curve])
+        return result
+
+
+def _train_and_validation(client: ObfusClient, texts: list[str], p: GenerateParams):
+    """Fine-tuning texts and the held-out validation texts after them (taken off the end of the
+    fine-tuning texts where the split is too short), tokenized for the server."""
+    n_val = math.ceil(p.validation_share * min(p.max_train, len(texts)))
+    n_train = min(p.max_train, len(texts) - n_val)
+    if n_train < 1:
+        raise ValueError(f"obfuslm_generate: {len(texts)} train texts leave none to fine-tune on "
+                         f"after {n_val} validation texts; lower validation_share")
+    return (client.tokenize(texts[:n_train]),
+            client.tokenize(texts[n_train:n_train + n_val]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from dpkit.training import TrainingCurve
 from dpkit_obfuslm.cluster import Clusters, embed_cluster
 from dpkit_obfuslm.hidden import hidden_key
 from dpkit_obfuslm.obfuscate import VocabKey
@@ -64,10 +65,33 @@ class Inverter(nn.Module):
         return x + self.mlp(x)
 
 
+VALIDATION_ROWS = 4096
+CURVE_POINTS = 20
+
+
+def validation_pairs(table: torch.Tensor, obf: dict,
+                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One more of the attacker's own obfuscations, never trained on (its own generator, seeded
+    next to ``generator``'s, so training draws are unchanged), up to VALIDATION_ROWS rows."""
+    val_gen = torch.Generator(device=generator.device).manual_seed(generator.initial_seed() + 1)
+    x, y = training_pairs(table, obf, 1, val_gen)
+    rows = torch.randperm(x.shape[0], generator=val_gen, device=val_gen.device)[:VALIDATION_ROWS]
+    rows = rows.to(x.device)
+    return x[rows], nn.functional.normalize(y[rows], dim=1)
+
+
+def cosine_loss(net: nn.Module, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean 1 − cos(net(x), target) for unit-norm ``target`` rows."""
+    return (1 - (nn.functional.normalize(net(x), dim=1) * target).sum(1)).mean()
+
+
 def train_inverter(table: torch.Tensor, obf: dict, params, generator: torch.Generator,
-                   say=lambda msg: None) -> nn.Module:
-    """Fit the inversion network on the attacker's own obfuscations; returns it in eval mode."""
+                   say=lambda msg: None) -> tuple[nn.Module, TrainingCurve]:
+    """Fit the inversion network on the attacker's own obfuscations; returns it in eval mode and
+    its curve: mean training loss since the last point and the loss on a held-out obfuscation,
+    CURVE_POINTS times over the run."""
     x, y = training_pairs(table, obf, params.draws, generator)
+    val_x, val_y = validation_pairs(table, obf, generator)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=generator,
                                             device=generator.device)))
@@ -75,13 +99,21 @@ def train_inverter(table: torch.Tensor, obf: dict, params, generator: torch.Gene
     net = net.to(table.device)
     opt = torch.optim.Adam(net.parameters(), lr=params.lr)
     target = nn.functional.normalize(y, dim=1)
-    for step in range(params.steps):
+    curve = TrainingCurve("learned inversion", unit="step")
+    every = max(1, params.steps // CURVE_POINTS)
+    since, total = 0, 0.0
+    for step in range(1, params.steps + 1):
         idx = torch.randint(0, x.shape[0], (params.batch_size,), generator=generator,
                             device=generator.device).to(x.device)
-        pred = nn.functional.normalize(net(x[idx]), dim=1)
-        loss = (1 - (pred * target[idx]).sum(1)).mean()
+        loss = cosine_loss(net, x[idx], target[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    say(f"learned inversion: {params.steps} steps, final loss {loss.item():.4f}")
-    return net.eval()
+        since, total = since + 1, total + float(loss.detach())
+        if step % every == 0 or step == params.steps:
+            with torch.no_grad():
+                curve.add(step, total / since, float(cosine_loss(net, val_x, val_y)))
+            since, total = 0, 0.0
+    say(f"learned inversion: {params.steps} steps, final loss {curve.final_train:.4f}, "
+        f"held-out obfuscation {curve.final_val:.4f}")
+    return net.eval(), curve

@@ -11,7 +11,9 @@ from typing import ClassVar
 
 import torch
 
+import dpkit
 from dpkit.accounting import KAnonymityGuarantee
+from dpkit.cache import cached
 from dpkit_obfuslm.cluster import Clusters, embed_cluster
 from dpkit_obfuslm.common import ObfuscationParams
 from dpkit_obfuslm.synth import weight_synth
@@ -21,23 +23,18 @@ class TableParams(ObfuscationParams):
     """EmbedCluster / WeightSynth parameters (``plus`` is not used by the table mechanism)."""
 
 
-class ObfusTable:
+class ObfusTable(dpkit.Component):
     """EmbedCluster(k, β) + WeightSynth(ε) applied to an embedding table ``[V, d]``."""
 
     name: ClassVar[str] = "obfuslm_table"
     Params: ClassVar[type[TableParams]] = TableParams
     domain: ClassVar[str] = "table"
 
-    def __init__(self, params: TableParams):
-        self.params = params
-        self._memo: dict[tuple, Clusters] = {}
-
     def clusters(self, table: torch.Tensor) -> Clusters:
-        """The (deterministic) clustering of ``table``, memoized per tensor."""
-        key = (table.data_ptr(), tuple(table.shape), str(table.device))
-        if key not in self._memo:
-            self._memo = {key: embed_cluster(table.float(), self.params.k, self.params.beta)}
-        return self._memo[key]
+        """The (deterministic) clustering of ``table``, memoized by the table's content."""
+        key = {"table": table, "k": self.params.k, "beta": self.params.beta}
+        return cached("obfuslm-table-clusters", key,
+                      lambda: embed_cluster(table.float(), self.params.k, self.params.beta))
 
     def guarantee(self, space=None) -> KAnonymityGuarantee:
         """(k, ε)-anonymity with the k achieved on ``space``'s table (needs the space)."""

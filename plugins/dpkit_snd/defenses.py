@@ -76,7 +76,7 @@ class _NoisyDefense(_SplitDefense):
         declare_releases(self, ctx)
         client, train, test = self._setup(ctx)
         mech = self._mechanism(ctx, client, self.params.eta)
-        extra, post = self._prepare(ctx, client)
+        extra, post, curves = self._prepare(ctx, client)
         gen = ctx.generator(f"{self.name}-noise")
 
         @torch.no_grad()
@@ -84,17 +84,17 @@ class _NoisyDefense(_SplitDefense):
             p = privatize_tokens(mech, x, mask, space=client.space, generator=gen)
             return post(p, upload(p.x_priv), client)
 
-        metrics, view = evaluate(ctx, client, self.params, train, test, method)
+        metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method)
         metrics.update(extra, clip_bound=client.clip_bound if self.params.clip else float("inf"),
                        **self._document_metrics(client, train, test))
-        return result(metrics, view, ctx.wire.summary())
+        return result(metrics, view, ctx.wire.summary(), [classifier, *curves])
 
     def _prepare(self, ctx, client):
-        """Train/load what the method needs; returns (extra metrics, post-processing)."""
+        """Train/load what the method needs; returns (extra metrics, post-processing, curves)."""
         def post(p, sent, client):
             e = client.server(sent, p.mask)
             return Step(sent, e, e, p.noise)
-        return {}, post
+        return {}, post, []
 
 
 class TokEmbPriv(_NoisyDefense):
@@ -111,12 +111,12 @@ class SnD(_NoisyDefense):
     Params: ClassVar[type[SnDParams]] = SnDParams
 
     def _prepare(self, ctx, client):
-        model, info = denoising.snd_denoiser(ctx, client, self.params, self._mechanism)
+        model, info, curve = denoising.snd_denoiser(ctx, client, self.params, self._mechanism)
 
         def post(p, sent, client):
             e_n = client.server(sent, p.mask)
             return Step(sent, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
-        return info, post
+        return info, post, [curve]
 
 
 class ServerDenoise(_NoisyDefense):
@@ -126,12 +126,12 @@ class ServerDenoise(_NoisyDefense):
     Params: ClassVar[type[ServerDenoiseParams]] = ServerDenoiseParams
 
     def _prepare(self, ctx, client):
-        model, info = denoising.server_denoiser(ctx, client, self.params, self._mechanism)
+        model, info, curve = denoising.server_denoiser(ctx, client, self.params, self._mechanism)
 
         def post(p, sent, client):
             e = client.server(model(sent, p.mask), p.mask)
             return Step(sent, e, e, p.noise)
-        return info, post
+        return info, post, [curve]
 
 
 class SnDText2Text(_SplitDefense):
@@ -160,9 +160,10 @@ class SnDText2Text(_SplitDefense):
             e = client.server(sent, mask)
             return Step(sent, e, e, None)
 
-        metrics, view = evaluate(ctx, client, self.params, train, test, method, mi=False)
+        metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method,
+                                             mi=False)
         metrics.update(self._document_metrics(client, train, test))
-        return result(metrics, view, ctx.wire.summary())
+        return result(metrics, view, ctx.wire.summary(), [classifier])
 
 
 class SnDClean(_SplitDefense):
@@ -185,9 +186,10 @@ class SnDClean(_SplitDefense):
             e = client.server(sent, mask)
             return Step(sent, e, e, None)
 
-        metrics, view = evaluate(ctx, client, self.params, train, test, method, mi=False)
+        metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method,
+                                             mi=False)
         metrics.update(self._document_metrics(client, train, test))
-        return result(metrics, view, ctx.wire.summary())
+        return result(metrics, view, ctx.wire.summary(), [classifier])
 
 
 DEFENSES: tuple[type, ...] = (SnD, TokEmbPriv, SnDText2Text, ServerDenoise, SnDClean)

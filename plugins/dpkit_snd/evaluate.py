@@ -6,6 +6,8 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
+from dpkit.training import TrainingCurve
+
 
 def similarity(e: torch.Tensor, e_clean: torch.Tensor) -> dict[str, float]:
     """Mean squared error (per coordinate) and mean cosine between ``e`` and the clean ``e_clean``."""
@@ -28,9 +30,11 @@ class DownstreamMLP(nn.Module):
 
 
 def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs: int,
-                     generator: torch.Generator, lr: float = 1e-3,
-                     batch_size: int = 128) -> tuple[DownstreamMLP, torch.Tensor, torch.Tensor]:
-    """Fit the MLP on standardized ``x``; returns the model and the standardization (mean, std)."""
+                     generator: torch.Generator, lr: float = 1e-3, batch_size: int = 128,
+                     validation: tuple[torch.Tensor, torch.Tensor] | None = None
+                     ) -> tuple[DownstreamMLP, torch.Tensor, torch.Tensor, TrainingCurve]:
+    """Fit the MLP on standardized ``x``; returns the model, the standardization (mean, std) and
+    the per-epoch curve (mean training loss; cross-entropy on ``validation`` when given)."""
     mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
     xs = (x - mean) / std
     seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=generator.device))
@@ -39,26 +43,57 @@ def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs
         model = DownstreamMLP(x.shape[1], n_classes)
     model = model.to(x.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
-    for _ in range(epochs):
+    curve = TrainingCurve("downstream classifier")
+    for epoch in range(epochs):
         order = torch.randperm(len(xs), generator=generator, device=generator.device)
+        total = 0.0
         for rows in order.to(x.device).split(batch_size):
             loss = nn.functional.cross_entropy(model(xs[rows]), y[rows])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-    return model.eval(), mean, std
+            total += float(loss.detach()) * len(rows)
+        curve.add(epoch + 1, total / len(xs), _loss(model, validation, mean, std))
+    return model.eval(), mean, std, curve
+
+
+@torch.no_grad()
+def _loss(model: nn.Module, data: tuple[torch.Tensor, torch.Tensor] | None, mean: torch.Tensor,
+          std: torch.Tensor) -> float:
+    """Cross-entropy of ``model`` on ``data`` (standardized like the training inputs); nan if None."""
+    if data is None or len(data[0]) == 0:
+        return float("nan")
+    return float(nn.functional.cross_entropy(model((data[0] - mean) / std), data[1]))
+
+
+def held_out_rows(n: int, share: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded split of ``range(n)`` into (training rows, validation rows); the validation part
+    holds ``round(share · n)`` rows, at least 1, leaving at least 2 to train on."""
+    n_val = max(1, round(share * n))
+    if n - n_val < 2:
+        raise ValueError(f"holding out {n_val} of {n} downstream training texts for validation "
+                         "leaves fewer than 2 to train on; raise train_examples or lower "
+                         "classifier_validation")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return order[n_val:].sort().values, order[:n_val].sort().values
 
 
 def downstream(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
-               test_y: torch.Tensor, n_classes: int, *, epochs: int,
-               generator: torch.Generator) -> dict[str, float]:
-    """Accuracy and (macro one-vs-rest) AUC of the MLP trained on ``train_x``, tested on ``test_x``."""
-    model, mean, std = train_classifier(train_x, train_y, n_classes, epochs=epochs,
-                                        generator=generator)
+               test_y: torch.Tensor, n_classes: int, *, epochs: int, generator: torch.Generator,
+               validation_share: float, split_seed: int) -> tuple[dict[str, float], TrainingCurve]:
+    """Accuracy and (macro one-vs-rest) AUC of the MLP trained on ``train_x`` less a held-out
+    ``validation_share`` (its validation curve), tested on ``test_x``; returns metrics and curve."""
+    fit, val = held_out_rows(len(train_x), validation_share, split_seed)
+    fit, val = fit.to(train_x.device), val.to(train_x.device)
+    model, mean, std, curve = train_classifier(train_x[fit], train_y[fit], n_classes,
+                                               epochs=epochs, generator=generator,
+                                               validation=(train_x[val], train_y[val]))
     with torch.no_grad():
         probs = torch.softmax(model((test_x - mean) / std), dim=-1)
     acc = float((probs.argmax(-1) == test_y).float().mean())
-    return {"accuracy": acc, "auc": _auc(test_y.cpu().numpy(), probs.cpu().numpy(), n_classes)}
+    return ({"accuracy": acc, "auc": _auc(test_y.cpu().numpy(), probs.cpu().numpy(), n_classes),
+             "classifier_train_texts": float(len(fit)), "classifier_val_texts": float(len(val))},
+            curve)
 
 
 def _auc(y, probs, n_classes: int) -> float:

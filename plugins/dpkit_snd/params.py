@@ -28,6 +28,8 @@ class DenoiserParams(dpkit.Params):
                             description="public corpus the denoiser is trained on")
     public_split: str = "train"
     public_examples: int = Field(2000, ge=8, description="public texts used for training")
+    validation_examples: int = Field(200, ge=1, description="public texts held out (the split's "
+                                     "last ones, at most a fifth of it) for the validation curve")
     epochs: int = Field(2, ge=1, le=100)
     batch_size: int = Field(32, ge=2, le=4096)
     lr: float = Field(3e-4, gt=0, le=1.0)
@@ -43,6 +45,9 @@ class CommonParams(dpkit.Params):
     test_split: str = "test"
     batch_size: int = Field(64, ge=1, le=4096)
     classifier_epochs: int = Field(30, ge=1, le=1000)
+    classifier_validation: float = Field(
+        0.1, gt=0, lt=0.5, description="share of the downstream training texts held out for the "
+        "classifier's validation curve (the classifier trains on the rest; never test data)")
     mi_tokens: int = Field(2000, ge=20, description="token sample for the MI estimate")
     mi_k: int = Field(3, ge=1, le=50)
     view_tokens: int = Field(4000, ge=1, description="test tokens exposed to the attacks")

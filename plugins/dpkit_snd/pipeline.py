@@ -10,6 +10,7 @@ import torch
 
 from dpkit import DefenseResult, ServerView
 from dpkit.attacks import kl_mutual_information, knn_recovery
+from dpkit.training import TrainingCurve, attach_curves
 from dpkit.wire import DOWN, Wire
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
@@ -132,8 +133,9 @@ def push(client: SplitClient, split: Split, method: Method, keep_tokens: int, wi
 
 
 def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method: Method,
-             mi: bool = True) -> tuple[dict[str, float], ServerView]:
-    """Utility and MI metrics for ``method``, plus the server's view for the attacks.
+             mi: bool = True) -> tuple[dict[str, float], ServerView, TrainingCurve]:
+    """Utility and MI metrics for ``method``, the server's view for the attacks, and the
+    downstream classifier's training curve (validated on held-out training texts, never test).
 
     ``inversion_cosine_top1`` decodes the transmitted embeddings by cosine: clipping (Eq. 3)
     shrinks vectors, which misleads the L2 decoder of ``nn_inversion`` but not this one.
@@ -154,9 +156,12 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
     wire.keep(upload, params.view_tokens)
     te = push(client, test, method, keep, wire, upload, observe=True)
     metrics = similarity(te.user, te.clean)
-    metrics.update(downstream(tr.user, train.labels, te.user, test.labels, k,
-                              epochs=params.classifier_epochs,
-                              generator=ctx.generator("snd-classifier")))
+    scores, curve = downstream(tr.user, train.labels, te.user, test.labels, k,
+                               epochs=params.classifier_epochs,
+                               generator=ctx.generator("snd-classifier"),
+                               validation_share=params.classifier_validation,
+                               split_seed=ctx.numpy_seed("snd-classifier-validation"))
+    metrics.update(scores)
     metrics["token_corr"] = token_correlation(te.tokens, te.sent)
     if mi:
         n_mi = min(params.mi_tokens, len(te.tokens))
@@ -172,10 +177,13 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
                    "aux_attributes": train.labels},
         truth={"token_ids": te.token_ids[:params.view_tokens], "attributes": test.labels},
     )
-    return metrics, view
+    return metrics, view, curve
 
 
-def result(metrics: dict[str, float], view: ServerView, wire: dict[str, int]) -> DefenseResult:
-    """Package metrics, view and bytes."""
-    return DefenseResult(metrics={k: float(v) for k, v in metrics.items()}, view=view,
-                         wire_bytes=wire)
+def result(metrics: dict[str, float], view: ServerView, wire: dict[str, int],
+           curves: list[TrainingCurve]) -> DefenseResult:
+    """Package metrics, view, bytes and the training curves (the classifier's first)."""
+    out = DefenseResult(metrics={k: float(v) for k, v in metrics.items()}, view=view,
+                        wire_bytes=wire)
+    attach_curves(out, curves)
+    return out

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from dpkit.training import TrainingCurve
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import DenoiserConfig, ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import privatize_tokens
@@ -35,24 +37,38 @@ def cache_key(fields: dict) -> str:
 
 
 def load_or_train(ctx, kind: str, fields: dict, model: nn.Module,
-                  train: Callable[[nn.Module], None]) -> tuple[nn.Module, bool]:
+                  train: Callable[[nn.Module], TrainingCurve]
+                  ) -> tuple[nn.Module, TrainingCurve, bool]:
     """Load ``model``'s weights from the artifact cache keyed by ``fields``, else train and save.
 
-    Returns the model (in eval mode) and whether the cache was hit.
+    The training curve is stored in the weights file's metadata, so a cached denoiser reports the
+    curve it was trained with. Returns the model (in eval mode), its curve and whether the cache
+    was hit.
     """
     key = cache_key(fields)
     path: Path = ctx.artifact_dir(kind, key) / WEIGHTS
     with ctx.artifact_lock(kind, key):
         if path.exists():
             model.load_state_dict(load_file(str(path), device=str(ctx.device)))
-            return model.eval(), True
-        train(model)
+            return model.eval(), stored_curve(path), True
+        curve = train(model)
         state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
         tmp = path.with_suffix(".tmp")
-        save_file(state, str(tmp), metadata={"fields": json.dumps(fields, sort_keys=True,
-                                                                     default=str)})
+        save_file(state, str(tmp), metadata={
+            "fields": json.dumps(fields, sort_keys=True, default=str),
+            "curve": json.dumps(curve.to_dict())})
         tmp.replace(path)
-    return model.eval(), False
+    return model.eval(), curve, False
+
+
+def stored_curve(path: Path) -> TrainingCurve:
+    """The training curve saved with the denoiser weights at ``path``."""
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+    if "curve" not in metadata:
+        raise ValueError(f"cached denoiser {path} has no training curve in its metadata; delete "
+                         "the file (or the artifact cache) so it is retrained with one")
+    return TrainingCurve.from_dict(json.loads(metadata["curve"]))
 
 
 def _batches(encoder: SplitClient, texts: list[str], plan: TrainPlan) -> list[tuple]:
@@ -74,51 +90,84 @@ def _noisy(mechanisms: list, encoder: SplitClient, x: torch.Tensor, mask: torch.
     return x_priv, noise
 
 
-def train_snd(model: SnDDenoiser, encoder: SplitClient, texts: list[str], mechanisms: list,
-              plan: TrainPlan, generator: torch.Generator, say: Callable[[str], None]) -> None:
-    """Minimise E||D(e_n, X̃, Z) − e_c||² over public texts with fresh noise each epoch."""
-    batches = _batches(encoder, texts, plan)
+def _snd_loss(model: SnDDenoiser, encoder: SplitClient, batch: tuple, mechanisms: list,
+              generator: torch.Generator) -> torch.Tensor:
+    """MSE between the denoised and the clean embedding of one batch, on fresh noise."""
+    ids, mask, e_clean = batch
+    x = encoder.embed(ids)
+    x_priv, noise = _noisy(mechanisms, encoder, x, mask, generator)
+    e_noisy = encoder.server(x_priv, mask)
+    return nn.functional.mse_loss(model(e_noisy, x_priv, noise, mask), e_clean)
+
+
+def _server_loss(model: ServerTokenDenoiser, encoder: SplitClient, batch: tuple, mechanisms: list,
+                 generator: torch.Generator) -> torch.Tensor:
+    """Token-level MSE between S(X̃) and X over the real tokens of one batch."""
+    ids, mask = batch[0], batch[1]
+    x = encoder.embed(ids)
+    x_priv, _ = _noisy(mechanisms, encoder, x, mask, generator)
+    keep = mask.bool()
+    return nn.functional.mse_loss(model(x_priv, mask)[keep], x[keep])
+
+
+@torch.no_grad()
+def _validation_loss(model: nn.Module, loss_fn, encoder: SplitClient, batches: list,
+                     mechanisms: list, seed: int) -> float:
+    """Mean loss over held-out public batches; the noise is redrawn from ``seed`` every time, so
+    successive epochs are scored on the same noisy inputs."""
+    if not batches:
+        return float("nan")
+    generator = torch.Generator(device=encoder.device).manual_seed(seed)
+    model.eval()
+    total = sum(float(loss_fn(model, encoder, b, mechanisms, generator)) for b in batches)
+    model.train()
+    return total / len(batches)
+
+
+def _fit(model: nn.Module, loss_fn, name: str, encoder: SplitClient, batches: list,
+         validation: list, mechanisms: list, plan: TrainPlan, generator: torch.Generator,
+         val_seed: int, say: Callable[[str], None]) -> TrainingCurve:
+    """AdamW over shuffled ``batches`` for ``plan.epochs``; the per-epoch curve of mean training
+    loss and validation loss on ``validation``."""
     opt = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=0.01)
+    curve = TrainingCurve(name)
     model.train()
     for epoch in range(plan.epochs):
         total = torch.zeros((), device=encoder.device)
         for i in torch.randperm(len(batches), generator=generator, device=generator.device).tolist():
-            ids, mask, e_clean = batches[i]
-            x = encoder.embed(ids)
-            x_priv, noise = _noisy(mechanisms, encoder, x, mask, generator)
-            e_noisy = encoder.server(x_priv, mask)
-            loss = nn.functional.mse_loss(model(e_noisy, x_priv, noise, mask), e_clean)
+            loss = loss_fn(model, encoder, batches[i], mechanisms, generator)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             total += loss.detach()
-        say(f"snd denoiser epoch {epoch + 1}/{plan.epochs}: mse {float(total) / len(batches):.5f}")
+        val = _validation_loss(model, loss_fn, encoder, validation, mechanisms, val_seed)
+        curve.add(epoch + 1, float(total) / len(batches), val)
+        say(f"{name} epoch {epoch + 1}/{plan.epochs}: mse {curve.train_loss[-1]:.5f}, "
+            f"held-out public mse {val:.5f}")
     model.eval()
+    return curve
+
+
+def train_snd(model: SnDDenoiser, encoder: SplitClient, texts: list[str], mechanisms: list,
+              plan: TrainPlan, generator: torch.Generator, say: Callable[[str], None],
+              validation: Sequence[str] = (), val_seed: int = 0) -> TrainingCurve:
+    """Minimise E||D(e_n, X̃, Z) − e_c||² over public texts with fresh noise each epoch; returns
+    the curve, validated on the held-out public ``validation`` texts."""
+    return _fit(model, _snd_loss, "snd denoiser", encoder, _batches(encoder, texts, plan),
+                _batches(encoder, list(validation), plan), mechanisms, plan, generator,
+                val_seed, say)
 
 
 def train_server(model: ServerTokenDenoiser, encoder: SplitClient, texts: list[str],
                  mechanisms: list, plan: TrainPlan, generator: torch.Generator,
-                 say: Callable[[str], None]) -> None:
-    """Server ablation: minimise the token-level MSE between S(X̃) and X on public texts."""
-    opt = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=0.01)
-    tokenized = encoder.batches(texts, plan.batch_size)
-    model.train()
-    for epoch in range(plan.epochs):
-        total = torch.zeros((), device=encoder.device)
-        for i in torch.randperm(len(tokenized), generator=generator,
-                                device=generator.device).tolist():
-            ids, mask = tokenized[i]
-            x = encoder.embed(ids)
-            x_priv, _ = _noisy(mechanisms, encoder, x, mask, generator)
-            keep = mask.bool()
-            loss = nn.functional.mse_loss(model(x_priv, mask)[keep], x[keep])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.detach()
-        say(f"server denoiser epoch {epoch + 1}/{plan.epochs}: "
-            f"mse {float(total) / len(tokenized):.5f}")
-    model.eval()
+                 say: Callable[[str], None], validation: Sequence[str] = (),
+                 val_seed: int = 0) -> TrainingCurve:
+    """Server ablation: minimise the token-level MSE between S(X̃) and X on public texts; returns
+    the curve, validated on the held-out public ``validation`` texts."""
+    return _fit(model, _server_loss, "server denoiser", encoder,
+                encoder.batches(texts, plan.batch_size),
+                encoder.batches(list(validation), plan.batch_size), mechanisms, plan, generator,
+                val_seed, say)
 
 
 def default_config(encoder: SplitClient, d_model: int | None,

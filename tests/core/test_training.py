@@ -60,3 +60,10 @@ def test_attach_puts_flag_final_losses_and_json_safe_curves_on_the_result():
     assert restored[0] == good and restored[1].component == "teacher"
     assert math.isnan(restored[1].val_loss[0])
     assert convergence_metrics([good])["converged"] == 1.0
+
+
+def test_a_loss_creeping_towards_zero_is_settled_but_a_small_scale_loss_still_falling_is_not():
+    to_zero = [0.7, 0.2, 0.05, 0.01, 1e-3, 1e-4, 1e-4, 5e-5, 1e-5, 1e-6]
+    assert converged(curve_of(to_zero))  # the last gains are < 1 % of the 0.7 descent
+    small_scale = [1e-3 * (0.8 ** i) for i in range(10)]  # MSE on a 1e-3 scale, still falling
+    assert not converged(curve_of(small_scale))

@@ -55,7 +55,7 @@ def test_text2text_large_eta_keeps_tokens_small_eta_changes_them():
 
 
 def test_params_reject_bad_eta():
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="eta"):
         LaplaceDx.Params(eta=0)
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="eta"):
         LaplaceDx.Params(eta=math.inf)

@@ -23,3 +23,14 @@ def test_table_mechanism_guarantee_and_output():
         coef = torch.linalg.lstsq(vectors[rows].T, out[rows].T).solution
         assert torch.allclose(vectors[rows].T @ coef, out[rows].T, atol=1e-4)
         assert torch.allclose(coef.sum(0), torch.ones(len(rows)), atol=1e-3)
+
+
+def test_clusters_follow_the_table_content_not_its_address():
+    mech = get_registry().build("mechanism", "obfuslm_table", {"k": 4, "beta": 0.8, "epsilon": 2.0})
+    table = torch.randn(60, 8, generator=torch.Generator().manual_seed(0))
+    first = mech.clusters(table).members.clone()
+    table.copy_(torch.randn(60, 8, generator=torch.Generator().manual_seed(5)))  # same storage
+    fresh = get_registry().build("mechanism", "obfuslm_table",
+                                 {"k": 4, "beta": 0.8, "epsilon": 2.0}).clusters(table.clone())
+    assert torch.equal(mech.clusters(table).members, fresh.members)
+    assert not torch.equal(first, fresh.members)

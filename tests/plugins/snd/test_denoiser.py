@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -63,12 +65,16 @@ def test_training_reduces_mse_on_training_distribution_noise(tiny_model, registr
     model = SnDDenoiser(default_config(client, 32, 64, 2, 1))
     gen = torch.Generator().manual_seed(0)
     before = _held_out_mse(model, client, mech, texts[128:], torch.Generator().manual_seed(1))
-    train_snd(model, client, texts[:128], [mech], TrainPlan(epochs=4, batch_size=32, lr=3e-3),
-              gen, lambda msg: None)
+    curve = train_snd(model, client, texts[:128], [mech],
+                      TrainPlan(epochs=4, batch_size=32, lr=3e-3), gen, lambda msg: None,
+                      validation=texts[128:], val_seed=1)
     noisy, denoised = _held_out_mse(model, client, mech, texts[128:],
                                     torch.Generator().manual_seed(1))
     assert before[0] == pytest.approx(before[1])  # zero-initialised head: starts as identity
     assert denoised < 0.8 * noisy, (noisy, denoised)  # measured ≈ 0.65
+    assert curve.steps == [1, 2, 3, 4] and len(curve.val_loss) == 4
+    assert curve.val_loss[-1] < curve.val_loss[0] and curve.train_loss[-1] < curve.train_loss[0]
+    assert curve.final_val == pytest.approx(denoised, rel=0.3)  # same held-out texts, other noise
 
 
 def test_server_denoiser_training_reduces_token_error(tiny_model, registry, texts):
@@ -77,8 +83,10 @@ def test_server_denoiser_training_reduces_token_error(tiny_model, registry, text
     texts, _ = texts(192, seed=4)
     torch.manual_seed(0)
     model = ServerTokenDenoiser(default_config(client, 32, 64, 2, 1))
-    train_server(model, client, texts[:160], [mech], TrainPlan(epochs=4, batch_size=32, lr=3e-3),
-                 torch.Generator().manual_seed(0), lambda msg: None)
+    curve = train_server(model, client, texts[:160], [mech],
+                         TrainPlan(epochs=4, batch_size=32, lr=3e-3),
+                         torch.Generator().manual_seed(0), lambda msg: None)
+    assert len(curve.train_loss) == 4 and all(math.isnan(v) for v in curve.val_loss)
     ids, mask = client.batches(texts[160:], 32)[0]
     x = client.embed(ids)
     p = privatize_tokens(mech, x, mask, space=client.space, generator=torch.Generator().manual_seed(2))

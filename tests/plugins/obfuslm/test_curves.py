@@ -1,0 +1,109 @@
+"""Training curves of ObfusLM's trained parts: the server's fine-tuning (validated on held-out
+train texts sent like the training ones, never test) and the learned-inversion network."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from dpkit_obfuslm.attacks import LearnedInversion
+from dpkit_obfuslm.client import ObfusClient
+from dpkit_obfuslm.inversion import CURVE_POINTS, train_inverter
+from dpkit_obfuslm.obfuscate import VocabKey
+
+from dpkit.data.types import TextDataset, TextSplit
+from dpkit.models import tiny_causal, tiny_encoder
+from dpkit.plugins import get_registry
+from dpkit.training import TrainingCurve
+from tests.plugins.obfuslm.conftest import make_ctx
+
+CONVERGENCE = {"converged", "curves_not_converged", "train_loss_final", "val_loss_final"}
+OBFUS = {"k": 5, "beta": 0.9, "epsilon": 0.5, "epochs": 3, "batch_size": 32}
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return tiny_encoder(hidden_size=32)
+
+
+def _run(name, params, model, data):
+    ctx = make_ctx(model, data)
+    return get_registry().build("defense", name, params).run(ctx), ctx
+
+
+@pytest.mark.parametrize("name", ["obfuslm", "obfuslm_plaintext"])
+def test_fine_tuning_records_a_validated_curve(encoder, corpus, name):
+    params = OBFUS if name == "obfuslm" else {"epochs": 3, "batch_size": 32}
+    result, ctx = _run(name, params, encoder, corpus)
+    (raw,) = result.training_curves
+    curve = TrainingCurve.from_dict(raw)
+    assert curve.component == "server fine-tuning" and curve.steps == [1, 2, 3]
+    assert all(math.isfinite(v) for v in curve.train_loss + curve.val_loss)
+    assert CONVERGENCE <= set(result.metrics)
+    assert result.metrics["train_loss"] == result.metrics["train_loss_final"] == curve.final_train
+    # 160 train texts, a fifth held out for the attacker: 128; a tenth of them validate
+    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (115, 13)
+    labels = [s for s in ctx.ledger.spends if s.label.startswith("labels")]
+    assert ctx.wire.units["labels"] == 128 and [s.count for s in labels] == [128]
+
+
+def test_validation_comes_after_the_capped_training_texts(encoder, corpus):
+    result, ctx = _run("obfuslm_plaintext", {"epochs": 2, "max_train": 50}, encoder, corpus)
+    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (50, 5)
+    client = ObfusClient(encoder, VocabKey.identity(encoder.vocab_size), 64)
+    expected = client.tokenize(corpus["train"].texts[50:55])  # the texts right after training's
+    assert torch.equal(ctx.wire.observed["validation_ids"], expected.ids)
+
+
+def test_fine_tuning_validation_never_reads_test_data(encoder, corpus):
+    """Flipped test labels leave the curve unchanged (this also needs dropout seeded per cell:
+    both runs share one encoder, so the global RNG has moved on between them)."""
+    test = corpus["test"]
+    flipped = TextDataset(corpus.name, {"train": corpus["train"],
+                                        "test": TextSplit(test.texts, [1 - y for y in test.labels])},
+                          label_names=corpus.label_names)
+    one, _ = _run("obfuslm", OBFUS, encoder, corpus)
+    two, _ = _run("obfuslm", OBFUS, encoder, flipped)
+    assert one.training_curves == two.training_curves
+    assert one.metrics["accuracy"] == pytest.approx(1 - two.metrics["accuracy"])
+
+
+def test_too_few_texts_for_validation_is_explained(encoder, corpus_factory):
+    with pytest.raises(ValueError, match="validation_share"):
+        _run("obfuslm_plaintext", {"public_share": 0.0, "validation_share": 0.4},
+             encoder, corpus_factory(3))
+
+
+@pytest.mark.parametrize(("steps", "points"), [(7, 7), (60, CURVE_POINTS)])
+def test_inverter_curve_points_and_held_out_draw(encoder, steps, points):
+    table = encoder.embedding_table.float()
+    obf = {"k": 5, "beta": 0.9, "epsilon": 0.5}
+    params = LearnedInversion.Params(steps=steps, draws=1, hidden=32, batch_size=16)
+    _, curve = train_inverter(table, obf, params, torch.Generator().manual_seed(0))
+    assert len(curve.steps) == points and curve.steps[-1] == steps and curve.unit == "step"
+    assert all(math.isfinite(v) for v in curve.train_loss + curve.val_loss)
+    if steps > 40:  # learns something that carries over to an obfuscation it never saw
+        assert curve.val_loss[-1] < curve.val_loss[0]
+
+
+def test_learned_inversion_reports_its_convergence(encoder, corpus):
+    result, ctx = _run("obfuslm", OBFUS, encoder, corpus)
+    scores = LearnedInversion(LearnedInversion.Params(steps=10, draws=1, hidden=32)).run(
+        result.view, ctx)
+    assert {f"inv_{k}" for k in CONVERGENCE} <= set(scores)
+    assert "converged" not in scores  # the defense's own flag is not overwritten
+
+
+def test_lora_fine_tuning_records_a_validated_curve(corpus_factory):
+    data = corpus_factory(60, seed=1)
+    params = {"k": 5, "beta": 0.9, "steps": 4, "max_train": 20, "prompt_tokens": 5,
+              "new_tokens": 4, "n_eval": 2}
+    result, ctx = _run("obfuslm_generate", params, tiny_causal(hidden_size=32), data)
+    (curve,) = (TrainingCurve.from_dict(c) for c in result.training_curves)
+    assert curve.component == "LoRA fine-tuning" and curve.steps == [1, 2, 3, 4]
+    assert all(math.isfinite(v) for v in curve.train_loss + curve.val_loss)
+    assert CONVERGENCE <= set(result.metrics)
+    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (20, 2)
+    (ids,) = [s for s in ctx.ledger.spends if s.label.startswith("token_ids")]
+    assert ids.count == ctx.wire.units["token_ids"]  # validation ids declared like the rest
