@@ -25,6 +25,24 @@ class PrivateSplit:
         return len(self.ids)
 
 
+def validation_size(n: int, fraction: float) -> int:
+    """Examples held out for validation from ``n`` training examples (0 when ``fraction`` is 0)."""
+    if fraction <= 0:
+        return 0
+    held = max(1, round(fraction * n))
+    if n - held < 2:
+        raise ValueError(f"val_fraction={fraction} of {n} training examples leaves {n - held} to "
+                         "train on; use more training examples or a smaller val_fraction")
+    return held
+
+
+def hold_out(split: PrivateSplit, n_val: int) -> tuple[PrivateSplit, PrivateSplit]:
+    """The first ``len - n_val`` examples to train on and the last ``n_val`` to validate on."""
+    cut = len(split) - n_val
+    return (PrivateSplit(split.ids[:cut], split.noisy[:cut], split.labels[:cut]),
+            PrivateSplit(split.ids[cut:], split.noisy[cut:], split.labels[cut:]))
+
+
 def tokenize_unpadded(model, texts: list[str], max_length: int,
                       chunk: int = 256) -> list[torch.Tensor]:
     """Token ids of each text (truncated to ``max_length``) without padding."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -12,9 +11,18 @@ import dpkit
 from dpkit.cache import cached
 from dpkit.metrics import accuracy, auc
 from dpkit.releases import declare_releases
-from dpkit.wire import DOWN, UP
+from dpkit.training import attach_curves
+from dpkit.wire import DOWN
 from dpkit_attacks import knn_recovery
-from dpkit_hiddenecho.data import batches, pad_batch, privatize_split, tokenize_unpadded
+from dpkit_hiddenecho.data import (
+    batches,
+    hold_out,
+    pad_batch,
+    privatize_split,
+    tokenize_unpadded,
+    validation_size,
+)
+from dpkit_hiddenecho.fine_tune import SplitFineTuning
 from dpkit_hiddenecho.layer_filter import (
     evenly_spaced_layers,
     layer_contributions,
@@ -39,19 +47,7 @@ def split_of(dataset, name: str, cap: int | None) -> tuple[list[str], list[int]]
     return list(split.texts[:stop]), list(split.labels[:stop])
 
 
-def warmup_then_decay(total_steps: int, warmup: float):
-    """Learning-rate factor per step: linear warm-up over ``warmup`` of the steps, then linear decay."""
-    ramp = max(1, round(warmup * total_steps))
-
-    def factor(step: int) -> float:
-        if step < ramp:
-            return (step + 1) / ramp
-        return max(0.0, (total_steps - step) / max(1, total_steps - ramp))
-
-    return factor
-
-
-class HiddenEchoLdp(dpkit.Component):
+class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
     """LDP baseline: dχ-noisy embeddings up, last hidden state down, LoRA + head, no correction."""
 
     name: ClassVar[str] = "hiddenecho_ldp"
@@ -79,19 +75,21 @@ class HiddenEchoLdp(dpkit.Component):
                                                "texts": texts[s][0], "max_length": p.max_length},
                          lambda s=s: tokenize_unpadded(model, texts[s][0], p.max_length))
                for s in texts}  # the same texts for every seed, η and ablation of a spec
+        n_val = validation_size(len(ids["train"]), p.val_fraction)
         self._state = SimpleNamespace(ctx=ctx, mechanism=mechanism, space=space,
-                                      texts=texts, ids=ids)
+                                      texts=texts, ids=ids, n_val=n_val)
         return self._state
 
     def releases(self, ctx) -> list[dpkit.Release]:
         """Noisy token embeddings (η per token, reused each epoch), masks, and the gradients."""
         p, st = self.params, self._prepared(ctx)
         n_tokens = sum(int(t.numel()) for s in st.ids for t in st.ids[s])
-        steps = p.epochs * -(-len(st.ids["train"]) // p.batch_size)
+        steps = p.epochs * -(-(len(st.ids["train"]) - st.n_val) // p.batch_size)
         return [
             dpkit.Release("embeddings", st.mechanism.guarantee(st.space),
-                          f"{self.name}: laplace_dx η={p.eta:g} on every train+test token "
-                          "embedding, drawn once and reused across epochs", count=n_tokens,
+                          f"{self.name}: laplace_dx η={p.eta:g} on every train (validation "
+                          "included) and test token embedding, drawn once and reused across "
+                          "epochs", count=n_tokens,
                           reusable=True),
             dpkit.Release("mask", None, "attention masks: token counts, public under dχ's "
                           "equal-length neighbours", covered_by="embeddings"),
@@ -107,12 +105,13 @@ class HiddenEchoLdp(dpkit.Component):
                                    ctx.generator(f"hiddenecho/noise/{s}")) for s in texts}
         work = private_copy(model)
         n_classes = len(ctx.dataset.label_names or ()) or int(data["train"].labels.max()) + 1
-        layout = self.layout(work, data["train"], ctx)
+        fit, val = hold_out(data["train"], st.n_val)
+        layout = self.layout(work, fit, ctx)
         attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets, p.lora_layers)
         pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
         proto = SplitProtocol(work, layout, n_classes, pooling, ctx.wire,
                               ctx.generator("hiddenecho/mine", "cpu"))
-        metrics = self.train(proto, data["train"], ctx)
+        metrics, curves = self.train(proto, fit, val, ctx)
         scores, truth = self.evaluate(proto, data["test"], ctx, model.special_token_ids())
         metrics.update(scores)
         observed = ctx.wire.observed.get("embeddings", torch.zeros(0, model.hidden_size))
@@ -122,43 +121,9 @@ class HiddenEchoLdp(dpkit.Component):
                            layout.width if layout.reduce_on_server else model.hidden_size),
                        tokens_privatized=float(data["train"].n_tokens + data["test"].n_tokens))
         view = ctx.wire.view(knowledge={"space": space}, truth={"token_ids": truth})
-        return dpkit.DefenseResult(metrics, view, ctx.wire.summary())
-
-    def train(self, proto: SplitProtocol, split, ctx) -> dict[str, float]:
-        """Fine-tune client modules and server LoRA end to end; time each epoch."""
-        p, pad = self.params, proto.model.tokenizer.pad_token_id
-        sides = {side: proto.trainable(side) for side in ("client", "server")}
-        optimizers = [torch.optim.AdamW(sides["client"], lr=p.lr),
-                      torch.optim.AdamW(sides["server"], lr=p.lora_lr)]
-        total = p.epochs * -(-len(split) // p.batch_size)
-        schedules = [torch.optim.lr_scheduler.LambdaLR(o, warmup_then_decay(total, p.warmup))
-                     for o in optimizers]
-        order = ctx.generator("hiddenecho/order", "cpu")
-        seconds, cpu, loss = [], [], float("nan")
-        proto.wire.phase = "train"
-        for epoch in range(p.epochs):
-            proto.train(True)
-            start, start_cpu = time.perf_counter(), time.process_time()
-            for _ids, noisy, clean, mask, labels in batches(proto.model, split, p.batch_size, pad,
-                                                            order):
-                for opt in optimizers:
-                    opt.zero_grad(set_to_none=True)
-                loss = proto.step(noisy, clean, mask, labels)
-                if p.max_grad_norm is not None:
-                    for params in sides.values():
-                        torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
-                for opt, schedule in zip(optimizers, schedules):
-                    opt.step()
-                    schedule.step()
-            seconds.append(time.perf_counter() - start)
-            cpu.append(time.process_time() - start_cpu)
-            ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss:.3f}, "
-                    f"{seconds[-1]:.1f} s")
-        return {"train_loss": loss, "epoch_seconds": sum(seconds) / len(seconds),
-                "epoch_cpu_seconds": sum(cpu) / len(cpu),
-                "bytes_per_batch_train": proto.wire.per_batch("train"),
-                "bytes_up_per_batch_train": proto.wire.per_batch("train", UP),
-                "bytes_down_per_batch_train": proto.wire.per_batch("train", DOWN)}
+        result = dpkit.DefenseResult(metrics, view, ctx.wire.summary())
+        attach_curves(result, curves)
+        return result
 
     def evaluate(self, proto: SplitProtocol, split, ctx,
                  specials: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:
@@ -220,7 +185,11 @@ class HiddenEcho(HiddenEchoLdp):
                                                   model.tokenizer.pad_token_id)
         ctx.wire.phase = "layer_filter"
         noisy = ctx.wire.send("embeddings", noisy, rows=mask)  # the server scores received rows
-        scores = layer_contributions(model, noisy, mask, p.ig_steps, baseline=p.ig_baseline)
+        # HiddenEcho, −Res and −DR at one seed and η score the same samples on the same body
+        key = {"weights": model.server.state_dict(), "noisy": noisy, "mask": mask,
+               "steps": p.ig_steps, "baseline": p.ig_baseline}
+        scores = cached("hiddenecho_ig_scores", key, lambda: layer_contributions(
+            model, noisy, mask, p.ig_steps, baseline=p.ig_baseline))
         layers = select_layers(scores, p.top_k, model.num_layers, p.keep_last)
         ctx.say(f"{self.name}: sending blocks {layers}; IG contributions "
                 f"{[round(float(s), 4) for s in scores]}")

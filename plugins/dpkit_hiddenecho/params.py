@@ -31,6 +31,9 @@ class SplitTrainingParams(dpkit.Params):
     max_length: int = Field(64, ge=4, le=2048, description="tokens kept per text")
     train_examples: int | None = Field(None, ge=2, description="cap on training examples used")
     test_examples: int | None = Field(None, ge=2, description="cap on test examples used")
+    val_fraction: float = Field(0.1, ge=0, lt=1, description="share of the training examples "
+                                "(the last ones) held out for the validation curve, not trained "
+                                "on; 0: no validation loss")
     train_split: str = "train"
     test_split: str = "test"
     pooling: Literal["auto", "mean", "last", "first"] = Field(

@@ -67,6 +67,7 @@ class SplitProtocol:
         dim = model.hidden_size
         self.client = ClientModules(layout, dim, n_classes, pooling).to(model.device)
         self.server = ServerModules(layout, dim).to(model.device)
+        self.critic_bounds: dict[str, list[float]] = {"server": [], "client": []}
 
     def trainable(self, side: str) -> list[nn.Parameter]:
         """Trainable parameters of ``"client"`` or ``"server"`` (LoRA + down maps); no critics."""
@@ -106,12 +107,14 @@ class SplitProtocol:
         mask_s = w.send("mask", mask, UP)
         sent = self.server_forward(noisy_s, mask_s)
         idx = sample_tokens(mask, self.layout.mine_tokens, self.generator)
-        server_ib = self.ib_term(self.server.mine_in, token_rows(noisy_s, idx), sent, idx)
+        server_ib = self.ib_term(self.server.mine_in, token_rows(noisy_s, idx), sent, idx,
+                                 "server")
         received = [w.send("hidden_states", h, DOWN, requires_grad=h.requires_grad)
                     for h in sent]
         out, logits = self.client_forward(clean, received, mask)
         task = nn.functional.cross_entropy(logits, labels)
-        client_ib = self.ib_term(self.client.mine_out, token_rows(out, idx), received, idx)
+        client_ib = self.ib_term(self.client.mine_out, token_rows(out, idx), received, idx,
+                                 "client")
         (task - self.layout.ib_alpha * self.layout.ib_beta * client_ib).backward()
         # Gradients go back only for states with something trainable behind them on the server.
         tensors = [h for h in sent if h.requires_grad]
@@ -126,27 +129,41 @@ class SplitProtocol:
         return float(task.detach())
 
     def ib_term(self, critics: nn.ModuleList, x: torch.Tensor, states: list[torch.Tensor],
-                idx: torch.Tensor) -> torch.Tensor:
-        """Mean MINE estimate of I(x; H_i^dn) over the sent layers (critics fitted first)."""
+                idx: torch.Tensor, side: str) -> torch.Tensor:
+        """Mean MINE estimate of I(x; H_i^dn) over the sent layers (critics fitted first); the
+        critics' mean bound after fitting is logged in ``critic_bounds[side]``."""
         if not len(critics):
             return torch.zeros((), device=x.device)
-        total = 0.0
+        total, fitted = 0.0, 0.0
         for critic, h in zip(critics, states):
             y = token_rows(h, idx)
-            critic.fit(x, y, self.layout.mine_steps, self.generator)
+            fitted += critic.fit(x, y, self.layout.mine_steps, self.generator)
             total = total + critic.estimate(x, y, self.generator)
+        self.critic_bounds[side].append(fitted / len(critics))
         return total / len(critics)
 
     @torch.no_grad()
-    def predict(self, noisy: torch.Tensor, clean: torch.Tensor, mask: torch.Tensor,
-                observe_rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Inference: class probabilities ``[B, C]``; ``observe_rows`` marks the sent rows the
-        attacks' view keeps (under ``"embeddings"``)."""
+    def logits(self, noisy: torch.Tensor, clean: torch.Tensor, mask: torch.Tensor,
+               observe_rows: torch.Tensor | None = None, observe: bool = True) -> torch.Tensor:
+        """Inference: class logits ``[B, C]``; with ``observe``, the attacks' view keeps the sent
+        rows ``observe_rows`` (under ``"embeddings"``)."""
         w = self.wire
-        noisy_s = w.send("embeddings", noisy, UP, rows=mask, observe="embeddings",
-                         observe_rows=observe_rows)
+        noisy_s = w.send("embeddings", noisy, UP, rows=mask,
+                         observe="embeddings" if observe else None, observe_rows=observe_rows)
         mask_s = w.send("mask", mask, UP)
         received = [w.send("hidden_states", h, DOWN) for h in self.server_forward(noisy_s, mask_s)]
         _, logits = self.client_forward(clean, received, mask)
         w.end_batch()
-        return logits.softmax(-1)
+        return logits
+
+    def predict(self, noisy: torch.Tensor, clean: torch.Tensor, mask: torch.Tensor,
+                observe_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Inference: class probabilities ``[B, C]`` (see :meth:`logits`)."""
+        return self.logits(noisy, clean, mask, observe_rows).softmax(-1)
+
+    def validation_loss(self, noisy: torch.Tensor, clean: torch.Tensor, mask: torch.Tensor,
+                        labels: torch.Tensor) -> float:
+        """Summed task loss of a held-out batch: an inference pass (server forward, no view
+        kept), the loss computed on the client, which alone holds the labels."""
+        logits = self.logits(noisy, clean, mask, observe=False)
+        return float(nn.functional.cross_entropy(logits, labels, reduction="sum"))

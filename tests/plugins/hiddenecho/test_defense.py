@@ -102,7 +102,7 @@ def test_budget_ceiling_refuses_before_any_noise(setup, monkeypatch):
 
 
 def test_learning_rate_warms_up_then_decays_to_zero():
-    from dpkit_hiddenecho.defense import warmup_then_decay
+    from dpkit_hiddenecho.fine_tune import warmup_then_decay
 
     factor = warmup_then_decay(100, 0.1)
     rates = [factor(step) for step in range(100)]

@@ -1,0 +1,110 @@
+"""End-to-end fine-tuning of a split deployment, with its training curves and validation loss."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from dpkit.training import TrainingCurve
+from dpkit.wire import DOWN, UP
+from dpkit_hiddenecho.data import batches
+from dpkit_hiddenecho.protocol import SplitProtocol
+
+
+def warmup_then_decay(total_steps: int, warmup: float):
+    """Learning-rate factor per step: linear warm-up over ``warmup`` of the steps, then linear decay."""
+    ramp = max(1, round(warmup * total_steps))
+
+    def factor(step: int) -> float:
+        if step < ramp:
+            return (step + 1) / ramp
+        return max(0.0, (total_steps - step) / max(1, total_steps - ramp))
+
+    return factor
+
+
+class SplitFineTuning:
+    """The training loop shared by HiddenEcho and its baselines (``self.params``, ``self.name``)."""
+
+    def train(self, proto: SplitProtocol, split, val, ctx) -> tuple[dict[str, float], list]:
+        """Fine-tune client modules and server LoRA end to end; time each epoch and record the
+        training curves (task loss on ``split`` and on the held-out ``val``, MINE critics)."""
+        p, pad = self.params, proto.model.tokenizer.pad_token_id
+        sides = {side: proto.trainable(side) for side in ("client", "server")}
+        optimizers = [torch.optim.AdamW(sides["client"], lr=p.lr),
+                      torch.optim.AdamW(sides["server"], lr=p.lora_lr)]
+        total = p.epochs * -(-len(split) // p.batch_size)
+        schedules = [torch.optim.lr_scheduler.LambdaLR(o, warmup_then_decay(total, p.warmup))
+                     for o in optimizers]
+        order = ctx.generator("hiddenecho/order", "cpu")
+        curves = self.curves(proto)
+        seconds, cpu = [], []
+        for epoch in range(p.epochs):
+            proto.train(True)
+            proto.wire.phase = "train"
+            start, start_cpu, loss_sum = time.perf_counter(), time.process_time(), 0.0
+            for _ids, noisy, clean, mask, labels in batches(proto.model, split, p.batch_size, pad,
+                                                            order):
+                for opt in optimizers:
+                    opt.zero_grad(set_to_none=True)
+                loss_sum += proto.step(noisy, clean, mask, labels) * len(labels)
+                if p.max_grad_norm is not None:
+                    for params in sides.values():
+                        torch.nn.utils.clip_grad_norm_(params, p.max_grad_norm)
+                for opt, schedule in zip(optimizers, schedules):
+                    opt.step()
+                    schedule.step()
+            seconds.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+            val_loss = self.validate(proto, val)
+            self.record(curves, proto, epoch + 1, loss_sum / len(split), val_loss)
+            ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss_sum / len(split):.3f}, "
+                    f"validation {val_loss:.3f}, {seconds[-1]:.1f} s")
+        return ({"epoch_seconds": sum(seconds) / len(seconds),
+                 "epoch_cpu_seconds": sum(cpu) / len(cpu),
+                 "train_examples_used": float(len(split)), "val_examples": float(len(val)),
+                 "bytes_per_batch_train": proto.wire.per_batch("train"),
+                 "bytes_up_per_batch_train": proto.wire.per_batch("train", UP),
+                 "bytes_down_per_batch_train": proto.wire.per_batch("train", DOWN)},
+                list(curves.values()))
+
+    def curves(self, proto: SplitProtocol) -> dict[str, TrainingCurve]:
+        """Empty curves of the trained parts: the split model first, then the MINE critics."""
+        curves = {"task": TrainingCurve(f"{self.name} split model (server LoRA and maps, client "
+                                        "denoiser and head): task cross-entropy")}
+        if len(proto.server.mine_in):
+            curves["server"] = TrainingCurve(f"{self.name} server MINE critics I(E'; H^dn): "
+                                             "negative Donsker-Varadhan bound")
+        if len(proto.client.mine_out):
+            curves["client"] = TrainingCurve(f"{self.name} client MINE critics I(H^den; H^dn): "
+                                             "negative Donsker-Varadhan bound")
+        return curves
+
+    @staticmethod
+    def record(curves: dict[str, TrainingCurve], proto: SplitProtocol, epoch: int,
+               train_loss: float, val_loss: float) -> None:
+        """Add one epoch's losses; the critics' is the mean negated bound over the epoch's fits."""
+        curves["task"].add(epoch, train_loss, val_loss)
+        for side in ("server", "client"):
+            bounds = proto.critic_bounds[side]
+            if side in curves:
+                curves[side].add(epoch, -sum(bounds) / max(len(bounds), 1))
+            bounds.clear()
+
+    def validate(self, proto: SplitProtocol, val) -> float:
+        """Mean task loss on the held-out training examples (``nan`` when none are held out).
+
+        The held-out noisy embeddings cross the wire as at inference (phase ``validation``):
+        their tokens are among the declared ones, drawn once, so the ledger is unchanged. Runs in
+        evaluation mode without gradients and draws no random numbers, so training is unaffected.
+        """
+        if not len(val):
+            return float("nan")
+        proto.train(False)
+        proto.wire.phase = "validation"
+        pad, total = proto.model.tokenizer.pad_token_id, 0.0
+        for _ids, noisy, clean, mask, labels in batches(proto.model, val, self.params.batch_size,
+                                                        pad):
+            total += proto.validation_loss(noisy, clean, mask, labels)
+        return total / len(val)

@@ -1,0 +1,104 @@
+"""HiddenEcho's training curves: per-epoch task and critic losses, a validation slice of train."""
+
+import math
+
+import pytest
+import torch
+
+from dpkit.models import tiny_encoder
+from dpkit.plugins import get_registry
+from dpkit_hiddenecho.data import PrivateSplit, hold_out, validation_size
+
+from .test_defense import HE, SMALL, run, toy_dataset
+
+TWO_EPOCHS = {**HE, "epochs": 2}
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return get_registry(), toy_dataset(), tiny_encoder(32, 3, 2, 0)
+
+
+def test_every_trained_part_records_one_point_per_epoch(setup):
+    result, ctx = run(setup, "hiddenecho", TWO_EPOCHS)
+    curves = result.training_curves
+    names = [c["component"] for c in curves]
+    assert len(curves) == 3 and "split model" in names[0]
+    assert "server MINE" in names[1] and "client MINE" in names[2]
+    assert all(c["steps"] == [1, 2] for c in curves)
+    task = curves[0]
+    assert all(math.isfinite(v) for v in task["train_loss"] + task["val_loss"])
+    m = result.metrics
+    assert m["train_loss_final"] == task["train_loss"][-1]
+    assert m["val_loss_final"] == task["val_loss"][-1]
+    assert m["converged"] in (0.0, 1.0) and 0 <= m["curves_not_converged"] <= 3
+    # 32 training texts: the last 3 (10 %) validate, 29 train; test texts never validate
+    assert m["train_examples_used"] == 29 and m["val_examples"] == 3
+    assert ctx.wire.batches["validation"] == 2 and ctx.wire.bytes("validation") > 0
+
+
+def test_ldp_has_only_the_split_model_curve(setup):
+    result, _ = run(setup, "hiddenecho_ldp", {**SMALL, "epochs": 2})
+    assert [len(c["steps"]) for c in result.training_curves] == [2]
+
+
+def test_validation_changes_neither_training_nor_the_ledger(setup, monkeypatch):
+    from dpkit_hiddenecho import defense
+
+    torch.manual_seed(0)  # module initialisation and dropout draw from torch's global generator
+    with_val, ctx_val = run(setup, "hiddenecho", TWO_EPOCHS)
+    monkeypatch.setattr(defense.HiddenEchoLdp, "validate", lambda self, proto, val: math.nan)
+    torch.manual_seed(0)
+    without, ctx_none = run(setup, "hiddenecho", TWO_EPOCHS)
+    assert with_val.training_curves[0]["train_loss"] == without.training_curves[0]["train_loss"]
+    assert with_val.metrics["auc"] == without.metrics["auc"]
+    assert [s.count for s in ctx_val.ledger.spends] == [s.count for s in ctx_none.ledger.spends]
+    # the held-out tokens are declared with the training split; validation adds exactly their
+    # rows, so none of them was sent in training or with the test split (disjoint slices)
+    held_out = sum(int(t.numel()) for t in toy_tokens(setup)[-3:])
+    assert ctx_val.wire.units["embeddings"] == ctx_none.wire.units["embeddings"] + held_out
+    assert ctx_val.wire.units["embeddings"] <= ctx_val.ledger.spends[0].count
+
+
+def toy_tokens(setup):
+    from dpkit_hiddenecho.data import tokenize_unpadded
+
+    _, dataset, model = setup
+    return tokenize_unpadded(model, list(dataset["train"].texts), 64)
+
+
+def test_no_validation_when_the_fraction_is_zero(setup):
+    result, _ = run(setup, "hiddenecho_ldp", {**SMALL, "epochs": 2, "val_fraction": 0.0})
+    assert math.isnan(result.metrics["val_loss_final"])
+    assert result.metrics["train_examples_used"] == 32
+
+
+def test_hold_out_takes_the_last_training_examples():
+    ids = [torch.tensor([i, i + 1]) for i in range(10)]
+    split = PrivateSplit(ids, [t.float() for t in ids], torch.arange(10))
+    fit, val = hold_out(split, validation_size(10, 0.2))
+    assert len(fit) == 8 and len(val) == 2
+    assert val.labels.tolist() == [8, 9] and fit.labels.tolist() == list(range(8))
+    assert validation_size(10, 0.0) == 0 and validation_size(10, 0.01) == 1
+    with pytest.raises(ValueError, match="val_fraction"):
+        validation_size(2, 0.5)
+
+
+def test_cached_layer_filter_gives_the_uncached_metrics(setup, monkeypatch):
+    from dpkit.cache import clear_memo
+    from dpkit_hiddenecho import defense
+
+    clear_memo()
+    torch.manual_seed(0)
+    cold, _ = run(setup, "hiddenecho", HE)
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("the layer filter's scores were recomputed instead of reused")
+
+    monkeypatch.setattr(defense, "layer_contributions", recomputed)
+    torch.manual_seed(0)
+    warm, _ = run(setup, "hiddenecho", HE)
+    timing = {"epoch_seconds", "epoch_cpu_seconds"}
+    assert {k: v for k, v in cold.metrics.items() if k not in timing} == \
+        {k: v for k, v in warm.metrics.items() if k not in timing}
+    assert cold.training_curves == warm.training_curves
