@@ -60,6 +60,7 @@ def test_attach_puts_flag_final_losses_and_json_safe_curves_on_the_result():
     assert restored[0] == good and restored[1].component == "teacher"
     assert math.isnan(restored[1].val_loss[0])
     assert convergence_metrics([good])["converged"] == 1.0
+    assert "val_loss_final" not in convergence_metrics([bad])  # no validation measured: no nan
 
 
 def test_a_loss_creeping_towards_zero_is_settled_but_a_small_scale_loss_still_falling_is_not():
@@ -67,3 +68,14 @@ def test_a_loss_creeping_towards_zero_is_settled_but_a_small_scale_loss_still_fa
     assert converged(curve_of(to_zero))  # the last gains are < 1 % of the 0.7 descent
     small_scale = [1e-3 * (0.8 ** i) for i in range(10)]  # MSE on a 1e-3 scale, still falling
     assert not converged(curve_of(small_scale))
+
+
+def test_a_solver_verdict_overrides_the_rule_and_survives_json():
+    still_falling = curve_of([10 / (i + 1) for i in range(10)])
+    still_falling.solver_converged = True  # e.g. L-BFGS stopped on its gradient tolerance
+    assert converged(still_falling)
+    flat = curve_of([1.0] * 10)
+    flat.solver_converged = False  # stopped by its iteration cap
+    assert not converged(flat)
+    restored = TrainingCurve.from_dict(json.loads(json.dumps(flat.to_dict())))
+    assert restored.solver_converged is False and restored.train_loss == flat.train_loss

@@ -69,7 +69,7 @@ def toy_tokens(setup):
 
 def test_no_validation_when_the_fraction_is_zero(setup):
     result, _ = run(setup, "hiddenecho_ldp", {**SMALL, "epochs": 2, "val_fraction": 0.0})
-    assert math.isnan(result.metrics["val_loss_final"])
+    assert "val_loss_final" not in result.metrics  # nothing measured, so no nan metric
     assert result.metrics["train_examples_used"] == 32
 
 
