@@ -12,24 +12,18 @@ import torch
 from torch import nn
 
 from dpkit.training import TrainingCurve
-from dpkit_obfuslm.cluster import Clusters, embed_cluster
+from dpkit_obfuslm.cluster import Clusters
 from dpkit_obfuslm.hidden import hidden_key
-from dpkit_obfuslm.obfuscate import VocabKey
+from dpkit_obfuslm.obfuscate import VocabKey, cached_clusters
 from dpkit_obfuslm.synth import weight_synth
-
-_CLUSTER_MEMO: dict[tuple, tuple[VocabKey, Clusters]] = {}
-
 
 def own_clusters(table: torch.Tensor, k: int, beta: float,
                  generator: torch.Generator) -> tuple[VocabKey, Clusters]:
-    """The attacker's own permutation and clustering (memoized per table and (k, β))."""
-    memo_key = (table.data_ptr(), tuple(table.shape), k, beta)
-    if memo_key not in _CLUSTER_MEMO:
-        if len(_CLUSTER_MEMO) >= 4:
-            _CLUSTER_MEMO.pop(next(iter(_CLUSTER_MEMO)))
-        key = VocabKey.random(table.shape[0], generator)
-        _CLUSTER_MEMO[memo_key] = (key, embed_cluster(key.permute_rows(table), k, beta))
-    return _CLUSTER_MEMO[memo_key]
+    """The attacker's own permutation, drawn from ``generator`` on every call (so a cell's draws
+    never depend on which cells ran before it), and the clustering of the permuted table, cached
+    by content like the client's (:func:`cached_clusters`)."""
+    key = VocabKey.random(table.shape[0], generator)
+    return key, cached_clusters(key.permute_rows(table.detach().float()), k, beta, 1024)
 
 
 def training_pairs(table: torch.Tensor, obf: dict, draws: int,

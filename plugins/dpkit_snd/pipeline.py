@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from dpkit import DefenseResult, ServerView
+from dpkit.cache import process_cache
 from dpkit.training import TrainingCurve, attach_curves
 from dpkit.wire import DOWN, Wire
 from dpkit_attacks import kl_mutual_information, knn_recovery
@@ -62,17 +63,15 @@ def load_split(ctx, client: SplitClient, split: str, limit: int, batch_size: int
     return Split(labels, client.batches([data.texts[i] for i in keep], batch_size), key)
 
 
-_CLEAN: dict[str, torch.Tensor] = {}
+_CLEAN = process_cache("snd.clean_embeddings",
+                       "clean encoder outputs e_c by (encoder, dataset, split, seed, size, batch)",
+                       max_entries=8)
 
 
 def clean_embeddings(client: SplitClient, split: Split) -> torch.Tensor:
     """e_c = G(X) for every text of ``split``, memoized per process (cells share them)."""
-    if split.key not in _CLEAN:
-        if len(_CLEAN) >= 8:
-            _CLEAN.pop(next(iter(_CLEAN)))
-        _CLEAN[split.key] = torch.cat([client.server(client.embed(ids), mask)
-                                       for ids, mask in split.batches])
-    return _CLEAN[split.key]
+    return _CLEAN.get_or_build(split.key, lambda: torch.cat(
+        [client.server(client.embed(ids), mask) for ids, mask in split.batches]))
 
 
 def n_classes(ctx, *splits: Split) -> int:
