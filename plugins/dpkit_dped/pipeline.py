@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dpkit.cache import process_cache
 from dpkit_dped.corpus import (
     Vocabulary,
     build_vocabulary,
@@ -57,7 +58,8 @@ def split_validation(texts: list[str], share: float, seed: int) -> tuple[list[st
     return keep, aside
 
 
-_SETUPS: dict[str, Setup] = {}
+_SETUPS = process_cache("dped.setups", "cut corpora and vocabulary by (data, cut params, seed)",
+                        max_entries=4)
 
 
 def prepare(ctx, p) -> Setup:
@@ -67,20 +69,23 @@ def prepare(ctx, p) -> Setup:
     key = cache_key("setup", private.fingerprint, public.fingerprint, p.public_split,
                     p.max_public_docs, p.max_private_docs, p.heldout_pairs, p.vocab_size,
                     p.min_count, p.window, p.validation_share, p.validation_pairs, ctx.seed)
-    if key not in _SETUPS:
-        public_texts = texts_of(public, p.public_split, p.max_public_docs)
-        vocab = build_vocabulary(public_texts, p.vocab_size, p.min_count)
-        train, aside = split_validation(texts_of(private, p.private_split, p.max_private_docs),
-                                        p.validation_share, ctx.numpy_seed("dped-validation"))
-        test_docs = encode(texts_of(private, p.heldout_split), vocab)
-        rng = np.random.default_rng(ctx.numpy_seed("dped-heldout"))
-        heldout = skipgram_pairs(test_docs, p.window, p.heldout_pairs, rng)
-        validation = skipgram_pairs(encode(aside, vocab), p.window, p.validation_pairs, rng)
-        counts = np.bincount(np.concatenate(encode(train, vocab) + [np.zeros(0, np.int64)]),
-                             minlength=len(vocab))
-        _SETUPS[key] = Setup(key, vocab, public_texts, train, heldout,
-                             torch.from_numpy(counts.astype(np.float32)), validation)
-    return _SETUPS[key]
+    return _SETUPS.get_or_build(key, lambda: _build_setup(ctx, p, public, key))
+
+
+def _build_setup(ctx, p, public, key: str) -> Setup:
+    private = ctx.dataset
+    public_texts = texts_of(public, p.public_split, p.max_public_docs)
+    vocab = build_vocabulary(public_texts, p.vocab_size, p.min_count)
+    train, aside = split_validation(texts_of(private, p.private_split, p.max_private_docs),
+                                    p.validation_share, ctx.numpy_seed("dped-validation"))
+    test_docs = encode(texts_of(private, p.heldout_split), vocab)
+    rng = np.random.default_rng(ctx.numpy_seed("dped-heldout"))
+    heldout = skipgram_pairs(test_docs, p.window, p.heldout_pairs, rng)
+    validation = skipgram_pairs(encode(aside, vocab), p.window, p.validation_pairs, rng)
+    counts = np.bincount(np.concatenate(encode(train, vocab) + [np.zeros(0, np.int64)]),
+                         minlength=len(vocab))
+    return Setup(key, vocab, public_texts, train, heldout,
+                 torch.from_numpy(counts.astype(np.float32)), validation)
 
 
 def gensim_kwargs(p, ctx, stream: str) -> dict:
@@ -139,17 +144,19 @@ def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
     return [t.to(ctx.device) for t in cached_models(folder, build)]
 
 
-_BAGS: dict[str, tuple] = {}
+_BAGS = process_cache("dped.topic_bags", "bags of words of the labelled corpus by (setup, data)",
+                      max_entries=4)
 
 
 def topic_bags(ctx, setup: Setup, p) -> tuple[tuple, tuple]:
     """(bag matrix, labels) of the labelled corpus's train and test splits, memoized."""
     key = cache_key(setup.key, p.topic_data, p.topic_data_params)
-    if key not in _BAGS:
+    def build() -> tuple:
         labelled = ctx.load_dataset(p.topic_data, p.topic_data_params)
-        _BAGS[key] = tuple((bag_matrix(list(labelled[s].texts), setup.vocab), list(labelled[s].labels))
-                           for s in ("train", "test"))
-    return _BAGS[key]
+        return tuple((bag_matrix(list(labelled[s].texts), setup.vocab), list(labelled[s].labels))
+                     for s in ("train", "test"))
+
+    return _BAGS.get_or_build(key, build)
 
 
 def evaluate(ctx, setup: Setup, model: WordModel, p) -> dict[str, float]:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from dpkit.cache import process_cache
 from dpkit.training import TrainingCurve
 from dpkit_dped.corpus import Vocabulary
 
@@ -116,14 +117,16 @@ def cache_key(*parts: object) -> str:
     return hashlib.sha256(blob).hexdigest()[:20]
 
 
-_MEMO: dict[str, list[WordModel]] = {}
+_MEMO = process_cache("dped.word_models", "trained word models by their cache folder",
+                      max_entries=8)
 
 
 def cached_models(folder: Path, build: Callable[[], list[WordModel]]) -> list[WordModel]:
     """Models stored in ``folder`` (safetensors), built once with ``build`` when absent."""
-    key = str(folder)
-    if key in _MEMO:
-        return _MEMO[key]
+    return _MEMO.get_or_build(str(folder), lambda: _load_or_build(folder, build))
+
+
+def _load_or_build(folder: Path, build: Callable[[], list[WordModel]]) -> list[WordModel]:
     done = folder / "complete.json"
     if done.exists():
         meta = json.loads(done.read_text())
@@ -136,5 +139,4 @@ def cached_models(folder: Path, build: Callable[[], list[WordModel]]) -> list[Wo
             m.save(folder / f"model_{i}.safetensors")
         curves = [m.curve.to_dict() for m in models if m.curve is not None]
         done.write_text(json.dumps({"count": len(models), "curves": curves}))
-    _MEMO[key] = models
     return models
