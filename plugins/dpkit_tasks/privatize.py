@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from pydantic import Field
 
+from dpkit.component import Component
 from dpkit.params import Params
 from dpkit.protocols import DefenseResult, FitsCounts, is_sequence_level
 from dpkit.releases import declare_releases
@@ -64,14 +65,12 @@ def encode_docs(space: EmbeddingSpace, texts: list[str], oov: str, cap: int | No
     return [ids[:cap] for ids in space.encode(texts, oov=oov)]
 
 
-class PrivatizeText:
+class PrivatizeText(Component):
     """Privatize a dataset split token by token with a registered mechanism; report what leaks."""
 
     name: ClassVar[str] = "privatize_text"
     Params = PrivatizeTextParams
-
-    def __init__(self, params: PrivatizeTextParams):
-        self.params = params
+    params: PrivatizeTextParams
 
     def _prepared(self, ctx) -> _Prepared:
         """Mechanism, space and tokenized documents for ``ctx``, computed once per context."""
