@@ -64,7 +64,7 @@ class TrainingCurve:
         def safe(xs: list[float]) -> list:
             return [x if math.isfinite(x) else str(x) for x in xs]
 
-        out = {"component": self.component, "unit": self.unit, "steps": list(self.steps),
+        out: dict[str, object] = {"component": self.component, "unit": self.unit, "steps": list(self.steps),
                "train_loss": safe(self.train_loss), "val_loss": safe(self.val_loss)}
         if self.solver_converged is not None:
             out["solver_converged"] = self.solver_converged
