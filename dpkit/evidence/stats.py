@@ -50,9 +50,10 @@ def summarize(values: list[float], level: float = LEVEL) -> Summary:
         # unbounded (never under-state)
         top = mean_over_seeds(values)
         return Summary(top, math.nan, top, top, n)
+    if min(values) == max(values):  # exactly constant: no rounding residue in sd or the interval
+        return Summary(values[0], math.nan, math.nan, math.nan, n) if n < 2 else \
+            Summary(values[0], 0.0, values[0], values[0], n)
     mean = math.fsum(values) / n
-    if n < 2:
-        return Summary(mean, math.nan, math.nan, math.nan, n)
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
     half = t_quantile(n, level) * sd / math.sqrt(n)
     return Summary(mean, sd, mean - half, mean + half, n)
@@ -66,6 +67,8 @@ def one_sided_p(diffs: list[float], threshold: float, greater: bool) -> float:
         raise ValueError(f"a paired test needs at least 2 seeds, got {n}")
     mean = math.fsum(diffs) / n
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
+    if min(diffs) == max(diffs):
+        mean, sd = diffs[0], 0.0
     beyond = mean - threshold if greater else threshold - mean
     if sd == 0:
         return 0.0 if beyond > 0 else 1.0

@@ -59,3 +59,10 @@ def test_holm_is_bonferroni_step_down(pvalues):
         expected = min(1.0, max((m - r) * pvalues[j] for r, j in enumerate(order[:rank + 1])))
         assert math.isclose(adjusted[i], expected, rel_tol=1e-12, abs_tol=1e-15)
     assert all(a >= p for a, p in zip(adjusted, pvalues))
+
+
+def test_a_constant_metric_has_exactly_zero_spread_and_is_not_beyond_itself():
+    s = summarize([0.1, 0.1, 0.1])  # fsum/3 rounds to 0.10000000000000002
+    assert (s.mean, s.sd, s.half_width) == (0.1, 0.0, 0.0)
+    assert one_sided_p([0.1, 0.1, 0.1], 0.1, greater=True) == 1.0
+    assert one_sided_p([0.1, 0.1, 0.1], 0.1, greater=False) == 1.0
