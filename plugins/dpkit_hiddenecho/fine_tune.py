@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 import torch
 
 from dpkit.training import TrainingCurve
 from dpkit.wire import DOWN, UP
 from dpkit_hiddenecho.data import batches
+from dpkit_hiddenecho.params import SplitTrainingParams
 from dpkit_hiddenecho.protocol import SplitProtocol
 
 
@@ -26,6 +28,9 @@ def warmup_then_decay(total_steps: int, warmup: float):
 
 class SplitFineTuning:
     """The training loop shared by HiddenEcho and its baselines (``self.params``, ``self.name``)."""
+
+    name: ClassVar[str]
+    params: SplitTrainingParams
 
     def train(self, proto: SplitProtocol, split, val, ctx) -> tuple[dict[str, float], list]:
         """Fine-tune client modules and server LoRA end to end; time each epoch and record the
