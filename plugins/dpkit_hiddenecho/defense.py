@@ -23,6 +23,7 @@ from dpkit_hiddenecho.data import (
     validation_size,
 )
 from dpkit_hiddenecho.fine_tune import SplitFineTuning
+from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache
 from dpkit_hiddenecho.layer_filter import (
     evenly_spaced_layers,
     layer_contributions,
@@ -30,7 +31,7 @@ from dpkit_hiddenecho.layer_filter import (
 )
 from dpkit_hiddenecho.params import HiddenEchoFullParams, HiddenEchoParams, LdpParams
 from dpkit_hiddenecho.protocol import Layout, SplitProtocol
-from dpkit_hiddenecho.server import attach_lora, private_copy
+from dpkit_hiddenecho.server import attach_lora, private_copy, transformer_blocks
 
 GRADIENTS_REASON = ("training-time gradients of the returned hidden states, sent up every step, "
                     "computed from the clean embeddings and the private labels: not covered by the "
@@ -110,7 +111,7 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
         attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets, p.lora_layers)
         pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
         proto = SplitProtocol(work, layout, n_classes, pooling, ctx.wire,
-                              ctx.generator("hiddenecho/mine", "cpu"))
+                              ctx.generator("hiddenecho/mine", "cpu"), self.frozen_blocks(work))
         metrics, curves = self.train(proto, fit, val, ctx)
         scores, truth = self.evaluate(proto, data["test"], ctx, model.special_token_ids())
         metrics.update(scores)
@@ -124,6 +125,17 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
         result = dpkit.DefenseResult(metrics, view, ctx.wire.summary())
         attach_curves(result, curves)
         return result
+
+    def frozen_blocks(self, work) -> FrozenBlockCache | None:
+        """The blocks below the first adapter, run without dropout and (``reuse_frozen``) replayed
+        across epochs; None with ``frozen_dropout`` or when every block is adapted."""
+        p = self.params
+        n_frozen = 0 if p.lora_layers is None else max(work.num_layers - p.lora_layers, 0)
+        if p.frozen_dropout or n_frozen == 0:
+            return None
+        return FrozenBlockCache(work.server, transformer_blocks(work.server, work.num_layers),
+                                n_frozen,
+                                reuse=p.reuse_frozen)
 
     def evaluate(self, proto: SplitProtocol, split, ctx,
                  specials: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:

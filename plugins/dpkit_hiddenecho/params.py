@@ -26,6 +26,12 @@ class SplitTrainingParams(dpkit.Params):
     lora_alpha: float = Field(16.0, gt=0)
     lora_layers: int | None = Field(None, ge=1, description="adapt only the last n blocks "
                                     "(None: all, as in the paper)")
+    frozen_dropout: bool = Field(False, description="dropout in the frozen blocks below the "
+                                 "first adapter (peft's default is on); off, they are a fixed "
+                                 "feature extractor whose outputs are computed once per example")
+    reuse_frozen: bool = Field(True, description="replay the frozen blocks' stored outputs on "
+                               "later epochs instead of recomputing them (needs frozen_dropout "
+                               "off; results equal up to float rounding)")
     lora_targets: list[str] | None = Field(None, description="LoRA module names (None: peft's "
                                            "default for the model type)")
     max_length: int = Field(64, ge=4, le=2048, description="tokens kept per text")

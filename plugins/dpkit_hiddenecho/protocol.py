@@ -9,6 +9,7 @@ from torch import nn
 
 from dpkit.wire import DOWN, UP, Wire
 from dpkit_hiddenecho.denoiser import Downsampler, GatedResidualDenoiser, TaskHead
+from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache
 from dpkit_hiddenecho.mine import MineEstimator, sample_tokens, token_rows
 from dpkit_hiddenecho.server import block_outputs
 
@@ -62,8 +63,10 @@ class SplitProtocol:
     """Client and server parts of one HiddenEcho deployment talking only through ``wire``."""
 
     def __init__(self, model, layout: Layout, n_classes: int, pooling: str,
-                 wire: Wire, generator: torch.Generator) -> None:
+                 wire: Wire, generator: torch.Generator,
+                 frozen: FrozenBlockCache | None = None) -> None:
         self.model, self.layout, self.wire, self.generator = model, layout, wire, generator
+        self.frozen = frozen
         dim = model.hidden_size
         self.client = ClientModules(layout, dim, n_classes, pooling).to(model.device)
         self.server = ServerModules(layout, dim).to(model.device)
@@ -81,10 +84,16 @@ class SplitProtocol:
         """Switch client, server extras and the model body between training and evaluation."""
         for m in (self.client, self.server, self.model.server):
             m.train(mode)
+        if self.frozen is not None:
+            self.frozen.evaluation_mode()
 
     def server_forward(self, noisy: torch.Tensor, mask: torch.Tensor):
         """Server: run the body on the received noisy embeddings; returns states to send."""
-        states = block_outputs(self.model, noisy, mask.long())
+        if self.frozen is None:
+            states = block_outputs(self.model, noisy, mask.long())
+        else:
+            with self.frozen.batch(noisy, mask):
+                states = block_outputs(self.model, noisy, mask.long())
         chosen = [states[i] for i in self.layout.layers]
         return self.server.down(chosen) if self.server.down is not None else chosen
 

@@ -1,0 +1,149 @@
+"""The frozen lower blocks: evaluation mode during training, outputs replayed across epochs."""
+
+import pytest
+import torch
+
+from dpkit.models import tiny_encoder
+from dpkit.plugins import get_registry
+from dpkit_hiddenecho import protocol as protocol_module
+from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache, example_keys
+from dpkit_hiddenecho.server import attach_lora, block_outputs, private_copy, transformer_blocks
+
+from .test_defense import HE, SMALL, run, toy_dataset
+
+TWO_EPOCHS = {**HE, "epochs": 2, "lora_layers": 1}
+
+
+def lora_model(layers=3, adapted=1):
+    model = private_copy(tiny_encoder(32, layers, 2, 0))
+    attach_lora(model, 2, 4.0, 0.0, None, adapted)
+    return model
+
+
+def noisy_batch(n=5, width=7, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    noisy = torch.randn(n, width, 32, generator=gen)
+    lengths = torch.randint(2, width + 1, (n,), generator=gen)
+    lengths[0] = width
+    mask = torch.arange(width) < lengths.unsqueeze(1)
+    return noisy, mask
+
+
+def test_frozen_part_is_deterministic_in_a_training_body():
+    model = lora_model()
+    model.server.train(True)
+    cache = FrozenBlockCache(model.server, transformer_blocks(model.server, 3), 2)
+    cache.evaluation_mode()
+    noisy, mask = noisy_batch()
+    with torch.no_grad():
+        first, second = (block_outputs(model, noisy, mask.long()) for _ in range(2))
+    assert torch.equal(first[1], second[1])  # embeddings' dropout and blocks 0-1 are off
+    assert not torch.equal(first[2], second[2])  # the adapted block still drops out
+
+
+def test_replayed_states_equal_computed_ones_at_every_real_position():
+    model = lora_model()
+    model.server.eval()
+    cache = FrozenBlockCache(model.server, transformer_blocks(model.server, 3), 2)
+    cache.evaluation_mode()
+    noisy, mask = noisy_batch()
+    with torch.no_grad():
+        reference = block_outputs(model, noisy, mask.long())
+        with cache.batch(noisy, mask):
+            first = block_outputs(model, noisy, mask.long())
+        # the same examples in another order and trimmed to a shorter padding width
+        order = torch.tensor([3, 1, 4, 2])
+        width = int(mask[order].sum(1).max())
+        with cache.batch(noisy[order, :width], mask[order, :width]):
+            again = block_outputs(model, noisy[order, :width], mask[order, :width].long())
+    assert cache.misses == 5 and cache.hits == 4
+    for layer in range(3):
+        real = mask.unsqueeze(-1)
+        torch.testing.assert_close(first[layer] * real, reference[layer] * real)
+        shuffled = mask[order, :width].unsqueeze(-1)
+        torch.testing.assert_close(again[layer] * shuffled,
+                                   reference[layer][order, :width] * shuffled,
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_a_batch_with_a_new_example_runs_the_blocks_and_keeps_old_entries():
+    model = lora_model()
+    cache = FrozenBlockCache(model.server, transformer_blocks(model.server, 3), 2)
+    cache.evaluation_mode()
+    noisy, mask = noisy_batch()
+    with torch.no_grad():
+        with cache.batch(noisy[:3], mask[:3]):
+            block_outputs(model, noisy[:3], mask[:3].long())
+        with cache.batch(noisy[1:], mask[1:]):  # two seen, two new: computed, not replayed
+            block_outputs(model, noisy[1:], mask[1:].long())
+    assert cache.hits == 0 and cache.misses == 7
+    assert len(cache.store) == 5 and all(len(v) == 2 for v in cache.store.values())
+
+
+def test_blocks_in_training_mode_are_never_replayed():
+    model = lora_model()
+    model.server.train(True)
+    cache = FrozenBlockCache(model.server, transformer_blocks(model.server, 3), 2)
+    noisy, mask = noisy_batch()
+    with torch.no_grad():
+        for _ in range(2):
+            with cache.batch(noisy, mask):
+                block_outputs(model, noisy, mask.long())
+    assert cache.hits == 0
+
+
+def test_keys_ignore_padding_and_tell_examples_apart():
+    noisy, mask = noisy_batch()
+    wider = torch.cat([noisy, torch.randn(5, 3, 32)], 1)
+    wide_mask = torch.cat([mask, torch.zeros(5, 3, dtype=torch.bool)], 1)
+    assert example_keys(noisy, mask) == example_keys(wider, wide_mask)
+    assert len(set(example_keys(noisy, mask))) == 5
+
+
+def test_an_adapted_block_cannot_be_cached():
+    model = lora_model(adapted=2)
+    with pytest.raises(ValueError, match="trainable parameters"):
+        FrozenBlockCache(model.server, transformer_blocks(model.server, 3), 2)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return get_registry(), toy_dataset(), tiny_encoder(32, 3, 2, 0)
+
+
+def captured_protocols(monkeypatch):
+    made = []
+    original = protocol_module.SplitProtocol.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(protocol_module.SplitProtocol, "__init__", init)
+    return made
+
+
+def test_reuse_changes_no_result_of_a_defense_run(setup, monkeypatch):
+    made = captured_protocols(monkeypatch)
+    torch.manual_seed(0)
+    reused, _ = run(setup, "hiddenecho", TWO_EPOCHS)
+    torch.manual_seed(0)
+    computed, _ = run(setup, "hiddenecho", {**TWO_EPOCHS, "reuse_frozen": False})
+    assert made[0].frozen.hits > 0 and made[1].frozen.hits == 0
+    torch.testing.assert_close(reused.training_curves[0]["train_loss"],
+                               computed.training_curves[0]["train_loss"], atol=1e-5, rtol=1e-5)
+    assert reused.metrics["auc"] == pytest.approx(computed.metrics["auc"], abs=1e-6)
+
+
+def test_frozen_blocks_drop_out_only_when_asked(setup, monkeypatch):
+    made = captured_protocols(monkeypatch)
+    modes = []
+    ldp = {**SMALL, "lora_layers": 1}
+    run(setup, "hiddenecho_ldp", {**ldp, "frozen_dropout": True})
+    run(setup, "hiddenecho_ldp", ldp)
+    assert made[0].frozen is None and made[1].frozen is not None
+    for proto in made:
+        proto.train(True)
+        blocks = transformer_blocks(proto.model.server, 3)
+        modes.append([b.training for b in blocks])
+    assert modes == [[True, True, True], [False, False, True]]
