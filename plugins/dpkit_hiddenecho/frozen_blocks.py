@@ -65,7 +65,7 @@ class FrozenBlockCache:
         self.hits = 0
         self.misses = 0
         for index, block in enumerate(self.blocks):
-            block.forward = self._wrap(index, block.forward)  # type: ignore[method-assign]
+            block.forward = self._wrap(index, block.forward)
 
     def evaluation_mode(self) -> None:
         """Put the frozen blocks and every dropout outside the adapted blocks in evaluation
