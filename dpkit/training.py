@@ -12,6 +12,14 @@ validation loss, per epoch or per evaluation step. :func:`converged` applies one
 - ``metrics["curves_not_converged"]``: how many curves were still improving;
 - ``result.training_curves``: every curve as a JSON-safe dict (:meth:`TrainingCurve.to_dict`).
 
+A training loop may stop on its validation loss with :class:`EarlyStopping` (Keras'
+``EarlyStopping(restore_best_weights=True)``, Hugging Face's ``load_best_model_at_end``): it ends
+once the validation loss has not improved for ``patience`` evaluations and puts back the best
+evaluation's parameters. Its curves then carry ``best_step`` and ``stopped_early``; a curve that
+stopped early counts as converged (held-out loss stopped improving; training on would overfit),
+and the reported final losses are those of the kept step. A loop that reaches its last epoch
+without stopping is judged by the ordinary rule.
+
 The curves are diagnostics for whoever runs the experiment; a training loss measured on private
 batches is not part of any differentially private release.
 """
@@ -34,6 +42,7 @@ class TrainingCurve:
     A loss that was not measured at a point is ``nan``; ``unit`` says what a step counts.
     ``solver_converged`` is set by components fitted with a solver that has its own stopping
     rule (L-BFGS's gradient tolerance): :func:`converged` then takes the solver's word.
+    ``best_step`` / ``stopped_early`` are set by :meth:`EarlyStopping.mark`.
     """
 
     component: str
@@ -42,6 +51,8 @@ class TrainingCurve:
     train_loss: list[float] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
     solver_converged: bool | None = None
+    best_step: int | None = None
+    stopped_early: bool | None = None
 
     def add(self, step: int, train: float, val: float = math.nan) -> None:
         """Append the losses measured at ``step``."""
@@ -51,13 +62,18 @@ class TrainingCurve:
 
     @property
     def final_train(self) -> float:
-        """Last training loss (``nan`` for an empty curve)."""
-        return _last_finite(self.train_loss)
+        """Training loss of the kept model: at ``best_step`` when set, else the last one."""
+        return _last_finite(self._kept(self.train_loss))
 
     @property
     def final_val(self) -> float:
-        """Last validation loss (``nan`` when none was measured)."""
-        return _last_finite(self.val_loss)
+        """Validation loss of the kept model (``nan`` when none was measured)."""
+        return _last_finite(self._kept(self.val_loss))
+
+    def _kept(self, losses: list[float]) -> list[float]:
+        if self.best_step is None or self.best_step not in self.steps:
+            return losses
+        return losses[:self.steps.index(self.best_step) + 1]
 
     def to_dict(self) -> dict:
         """JSON-safe form: non-finite losses as the strings ``"nan"`` / ``"inf"``."""
@@ -66,8 +82,9 @@ class TrainingCurve:
 
         out: dict[str, object] = {"component": self.component, "unit": self.unit, "steps": list(self.steps),
                "train_loss": safe(self.train_loss), "val_loss": safe(self.val_loss)}
-        if self.solver_converged is not None:
-            out["solver_converged"] = self.solver_converged
+        for name in ("solver_converged", "best_step", "stopped_early"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
     @classmethod
@@ -75,7 +92,7 @@ class TrainingCurve:
         """Inverse of :meth:`to_dict`."""
         return cls(data["component"], data.get("unit", "epoch"), [int(s) for s in data["steps"]],
                    [float(x) for x in data["train_loss"]], [float(x) for x in data["val_loss"]],
-                   data.get("solver_converged"))
+                   data.get("solver_converged"), data.get("best_step"), data.get("stopped_early"))
 
 
 def _last_finite(values: Sequence[float]) -> float:
@@ -107,13 +124,16 @@ def converged(curve: TrainingCurve, *, window: float = DEFAULT_WINDOW,
     is lower than the best value before it by more than ``tol`` relative to that earlier best and
     to the curve's total descent (see :func:`still_improving`).
     Validation loss is checked only where it was measured; a curve with fewer than two training
-    points never counts as converged. A curve carrying ``solver_converged`` is decided by it.
+    points never counts as converged. A curve carrying ``solver_converged`` is decided by it;
+    one whose loop stopped early on its validation loss (``stopped_early``) counts as converged.
     """
     if not 0 < window < 1 or tol < 0:
         raise ValueError(f"converged needs 0 < window < 1 and tol ≥ 0, got window={window}, "
                          f"tol={tol}")
     if curve.solver_converged is not None:
         return curve.solver_converged
+    if curve.stopped_early:
+        return True
     if still_improving(curve.train_loss, window=window, tol=tol):
         return False
     has_val = sum(math.isfinite(v) for v in curve.val_loss) >= 2
@@ -128,10 +148,14 @@ def convergence_metrics(curves: Iterable[TrainingCurve], *, window: float = DEFA
     if not curves:
         raise ValueError("convergence_metrics needs at least one training curve")
     stuck = sum(not converged(c, window=window, tol=tol) for c in curves)
+    main = curves[0]
     metrics = {"converged": float(stuck == 0), "curves_not_converged": float(stuck),
-               "train_loss_final": curves[0].final_train}
-    if math.isfinite(curves[0].final_val):
-        metrics["val_loss_final"] = curves[0].final_val
+               "train_loss_final": main.final_train}
+    if math.isfinite(main.final_val):
+        metrics["val_loss_final"] = main.final_val
+    if main.stopped_early is not None and main.steps:
+        metrics.update(stopped_early=float(main.stopped_early), steps_trained=float(main.steps[-1]),
+                       best_step=float(main.best_step if main.best_step is not None else -1))
     return metrics
 
 
@@ -141,3 +165,63 @@ def attach_curves(result, curves: Iterable[TrainingCurve], **rule) -> None:
     curves = list(curves)
     result.metrics.update(convergence_metrics(curves, **rule))
     setattr(result, CURVES_FIELD, [c.to_dict() for c in curves])
+
+
+class EarlyStopping:
+    """Stop a loop once its validation loss has not improved for ``patience`` evaluations and
+    keep the parameters of the best evaluation.
+
+    Call :meth:`update` after each validation with the modules being trained; it snapshots
+    their trainable parameters and buffers whenever the loss improves by more than
+    ``min_delta`` and returns True when the loop should stop. After the loop, :meth:`restore`
+    puts the best snapshot back and :meth:`mark` records the outcome on the loop's curves.
+    """
+
+    def __init__(self, patience: int, min_delta: float = 0.0) -> None:
+        if patience < 1 or not min_delta >= 0:
+            raise ValueError(f"EarlyStopping needs patience ≥ 1 and min_delta ≥ 0, got "
+                             f"patience={patience}, min_delta={min_delta}")
+        self.patience, self.min_delta = patience, min_delta
+        self.best_loss, self.best_step, self.waited = math.inf, None, 0
+        self._snapshot: list[dict] = []
+
+    @property
+    def triggered(self) -> bool:
+        """Whether the validation loss went ``patience`` evaluations without improving."""
+        return self.waited >= self.patience
+
+    def update(self, step: int, val_loss: float, *modules) -> bool:
+        """Record the validation loss at ``step``; True when training should stop now."""
+        if not math.isfinite(val_loss):
+            raise ValueError(f"early stopping needs a finite validation loss, got {val_loss} at "
+                             f"step {step}; hold out validation data (e.g. val_fraction > 0) or "
+                             "set patience to None")
+        if val_loss < self.best_loss - self.min_delta:
+            self.best_loss, self.best_step, self.waited = val_loss, int(step), 0
+            self._snapshot = [_trained_state(m) for m in modules]
+        else:
+            self.waited += 1
+        return self.triggered
+
+    def restore(self, *modules) -> None:
+        """Load the best evaluation's parameters into ``modules`` (as passed to :meth:`update`)."""
+        if len(modules) != len(self._snapshot):
+            raise ValueError(f"restore got {len(modules)} modules but {len(self._snapshot)} "
+                             "were snapshotted; pass the same modules as to update")
+        for module, state in zip(modules, self._snapshot):
+            tensors = dict(module.named_parameters())
+            tensors.update(dict(module.named_buffers()))
+            for name, value in state.items():
+                tensors[name].data.copy_(value)
+
+    def mark(self, *curves: TrainingCurve) -> None:
+        """Record the kept step and whether the loop stopped early on each of ``curves``."""
+        for curve in curves:
+            curve.best_step, curve.stopped_early = self.best_step, self.triggered
+
+
+def _trained_state(module) -> dict:
+    """Copies of ``module``'s trainable parameters and its buffers, by name."""
+    state = {name: p.detach().clone() for name, p in module.named_parameters() if p.requires_grad}
+    state.update({name: b.detach().clone() for name, b in module.named_buffers()})
+    return state

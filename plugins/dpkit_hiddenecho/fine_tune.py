@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import torch
 
-from dpkit.training import TrainingCurve
+from dpkit.training import EarlyStopping, TrainingCurve
 from dpkit.wire import DOWN, UP
 from dpkit_hiddenecho.data import batches
 from dpkit_hiddenecho.params import SplitTrainingParams
@@ -44,6 +44,8 @@ class SplitFineTuning:
                      for o in optimizers]
         order = ctx.generator("hiddenecho/order", "cpu")
         curves = self.curves(proto)
+        stopper = EarlyStopping(p.patience) if p.patience is not None else None
+        trained = (proto.client, proto.server, proto.model.server)
         seconds, cpu = [], []
         for epoch in range(p.epochs):
             proto.train(True)
@@ -66,6 +68,13 @@ class SplitFineTuning:
             self.record(curves, proto, epoch + 1, loss_sum / len(split), val_loss)
             ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss_sum / len(split):.3f}, "
                     f"validation {val_loss:.3f}, {seconds[-1]:.1f} s")
+            if stopper is not None and stopper.update(epoch + 1, val_loss, *trained):
+                ctx.say(f"{self.name}: validation loss not improved for {p.patience} epochs; "
+                        f"stopping, keeping epoch {stopper.best_step}")
+                break
+        if stopper is not None:
+            stopper.restore(*trained)
+            stopper.mark(*curves.values())
         return ({"epoch_seconds": sum(seconds) / len(seconds),
                  "epoch_cpu_seconds": sum(cpu) / len(cpu),
                  "train_examples_used": float(len(split)), "val_examples": float(len(val)),

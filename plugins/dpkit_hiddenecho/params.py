@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 import dpkit
 
@@ -14,7 +14,10 @@ class SplitTrainingParams(dpkit.Params):
 
     eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η of laplace_dx")
     clip_bound: float | None = Field(None, gt=0, description="clip noisy embeddings (laplace_dx)")
-    epochs: int = Field(2, ge=1, le=100)
+    epochs: int = Field(2, ge=1, le=100, description="training epochs (the most, with patience)")
+    patience: int | None = Field(None, ge=1, description="stop once the validation loss has not "
+                                 "improved for this many epochs and keep the best epoch's "
+                                 "parameters (needs val_fraction > 0); None: train every epoch")
     batch_size: int = Field(32, ge=2, le=1024)
     lr: float = Field(1e-3, gt=0, le=1.0, description="AdamW rate of the client modules")
     lora_lr: float = Field(5e-4, gt=0, le=1.0, description="AdamW rate of LoRA and server maps")
@@ -45,6 +48,14 @@ class SplitTrainingParams(dpkit.Params):
     pooling: Literal["auto", "mean", "last", "first"] = Field(
         "auto", description="auto: mean for encoders, last token for causal LMs")
     attack_tokens: int = Field(2000, ge=0, description="noisy test tokens put in the server view")
+
+    @model_validator(mode="after")
+    def _patience_needs_validation(self) -> SplitTrainingParams:
+        if self.patience is not None and self.val_fraction == 0:
+            raise ValueError(f"patience={self.patience} stops on the validation loss, but "
+                             "val_fraction=0 holds out no validation examples; set val_fraction "
+                             "> 0 or patience to None")
+        return self
 
 
 class HiddenEchoParams(SplitTrainingParams):

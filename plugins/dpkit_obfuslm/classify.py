@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from dpkit.models import mean_pool
-from dpkit.training import TrainingCurve
+from dpkit.training import EarlyStopping, TrainingCurve
 
 
 @dataclass
@@ -33,28 +33,41 @@ class Encoded:
 
 
 class EncoderClassifier(nn.Module):
-    """A Hugging Face encoder body plus a linear head on mean-pooled last hidden states."""
+    """A Hugging Face encoder body plus a linear head on mean-pooled last hidden states;
+    ``precision="bf16"`` runs the body under bfloat16 autocast (the head and loss stay fp32)."""
 
-    def __init__(self, body: nn.Module, hidden_size: int, num_labels: int):
+    def __init__(self, body: nn.Module, hidden_size: int, num_labels: int,
+                 precision: str = "fp32"):
         super().__init__()
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
         self.body = body
         self.head = nn.Linear(hidden_size, num_labels)
+        self.precision = precision
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Class logits ``[B, C]``."""
-        hidden = self.body(input_ids=ids, attention_mask=mask).last_hidden_state
-        return self.head(mean_pool(hidden, mask))
+        """Class logits ``[B, C]`` (fp32)."""
+        with torch.autocast(ids.device.type, dtype=torch.bfloat16,
+                            enabled=self.precision == "bf16"):
+            hidden = self.body(input_ids=ids, attention_mask=mask).last_hidden_state
+        return self.head(mean_pool(hidden.float(), mask))
 
 
 def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_size: int,
               lr: float, head_lr: float, generator: torch.Generator, say=lambda msg: None,
-              validation: Encoded | None = None) -> TrainingCurve:
+              validation: Encoded | None = None, patience: int | None = None) -> TrainingCurve:
     """Train body and head with AdamW on shuffled batches; returns the per-epoch curve (mean
-    training loss; cross-entropy on ``validation`` when given)."""
+    training loss; cross-entropy on ``validation`` when given). With ``patience``, stop once the
+    validation loss has not improved for that many epochs and keep the best epoch's model."""
     device = next(model.parameters()).device
     curve = TrainingCurve("server fine-tuning")
+    if patience is not None and (validation is None or len(validation) == 0):
+        raise ValueError(f"fine_tune: patience={patience} stops on the validation loss, but no "
+                         "validation texts were given")
+    stopper = EarlyStopping(patience) if patience is not None else None
     opt = torch.optim.AdamW([{"params": model.body.parameters(), "lr": lr},
-                             {"params": model.head.parameters(), "lr": head_lr}])
+                             {"params": model.head.parameters(), "lr": head_lr}],
+                            fused=device.type in ("cpu", "cuda"))
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     for epoch in range(epochs):
@@ -72,6 +85,13 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
         model.train()
         say(f"epoch {epoch + 1}/{epochs}: loss {curve.train_loss[-1]:.4f}, "
             f"validation loss {curve.val_loss[-1]:.4f}")
+        if stopper is not None and stopper.update(epoch + 1, curve.val_loss[-1], model):
+            say(f"validation loss not improved for {patience} epochs; keeping epoch "
+                f"{stopper.best_step}")
+            break
+    if stopper is not None:
+        stopper.restore(model)
+        stopper.mark(curve)
     model.eval()
     return curve
 

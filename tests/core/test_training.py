@@ -79,3 +79,56 @@ def test_a_solver_verdict_overrides_the_rule_and_survives_json():
     assert not converged(flat)
     restored = TrainingCurve.from_dict(json.loads(json.dumps(flat.to_dict())))
     assert restored.solver_converged is False and restored.train_loss == flat.train_loss
+
+
+def fit_with_stopping(val_losses, patience, min_delta=0.0):
+    """A toy loop: one parameter set to the epoch number, stopped on the given validation losses."""
+    import torch
+
+    from dpkit.training import EarlyStopping
+
+    model = torch.nn.Linear(1, 1)
+    frozen = torch.nn.Linear(1, 1).requires_grad_(False)
+    stopper, curve = EarlyStopping(patience, min_delta), TrainingCurve("toy")
+    for epoch, val in enumerate(val_losses, start=1):
+        with torch.no_grad():
+            model.weight.fill_(epoch)
+        curve.add(epoch, 1.0 / epoch, val)
+        if stopper.update(epoch, val, model, frozen):
+            break
+    stopper.restore(model, frozen)
+    stopper.mark(curve)
+    return model, curve
+
+
+def test_early_stopping_keeps_the_best_epoch_and_counts_as_converged():
+    model, curve = fit_with_stopping([0.9, 0.7, 0.8, 0.75, 0.6, 0.5], patience=2)
+    assert curve.steps == [1, 2, 3, 4] and curve.best_step == 2 and curve.stopped_early
+    assert model.weight.item() == 2.0  # the parameters of epoch 2 are back
+    assert curve.final_val == 0.7 and curve.final_train == 0.5  # losses of the kept epoch
+    assert converged(curve)  # training loss still falling: held-out loss decides
+    metrics = convergence_metrics([curve])
+    assert metrics["stopped_early"] == 1.0 and metrics["best_step"] == 2
+    assert metrics["steps_trained"] == 4 and metrics["val_loss_final"] == 0.7
+    assert TrainingCurve.from_dict(json.loads(json.dumps(curve.to_dict()))) == curve
+
+
+def test_a_loop_that_never_stops_is_judged_by_the_ordinary_rule():
+    falling = [1.0, 0.8, 0.6, 0.5, 0.4]
+    model, curve = fit_with_stopping(falling, patience=2)
+    assert curve.stopped_early is False and curve.best_step == 5 and model.weight.item() == 5
+    assert not converged(curve)
+
+
+def test_improvements_below_min_delta_do_not_reset_patience():
+    _, curve = fit_with_stopping([1.0, 0.999, 0.998, 0.5], patience=2, min_delta=0.01)
+    assert curve.steps == [1, 2, 3] and curve.best_step == 1 and curve.stopped_early
+
+
+def test_early_stopping_refuses_a_missing_validation_loss_and_bad_settings():
+    from dpkit.training import EarlyStopping
+
+    with pytest.raises(ValueError, match="finite validation loss"):
+        EarlyStopping(1).update(1, math.nan)
+    with pytest.raises(ValueError, match="patience"):
+        EarlyStopping(0)

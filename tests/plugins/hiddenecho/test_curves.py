@@ -102,3 +102,26 @@ def test_cached_layer_filter_gives_the_uncached_metrics(setup, monkeypatch):
     assert {k: v for k, v in cold.metrics.items() if k not in timing} == \
         {k: v for k, v in warm.metrics.items() if k not in timing}
     assert cold.training_curves == warm.training_curves
+
+
+def test_patience_stops_on_validation_and_keeps_the_best_epoch(setup, monkeypatch):
+    from dpkit_hiddenecho import fine_tune
+
+    losses = iter([0.9, 0.5, 0.7, 0.8, 0.1, 0.1])  # best at epoch 2, two worse epochs: stop at 4
+    monkeypatch.setattr(fine_tune.SplitFineTuning, "validate", lambda self, proto, val: next(losses))
+    result, ctx = run(setup, "hiddenecho", {**HE, "epochs": 6, "patience": 2})
+    curves = result.training_curves
+    assert all(c["steps"] == [1, 2, 3, 4] and c["best_step"] == 2 and c["stopped_early"]
+               for c in curves)
+    m = result.metrics
+    assert m["converged"] == 1.0 and m["stopped_early"] == 1.0 and m["best_step"] == 2
+    assert m["val_loss_final"] == 0.5 and m["steps_trained"] == 4
+    # the ledger declared gradients for all 6 epochs: an early stop only under-uses it
+    assert ctx.ledger.spends[1].count == 6 * 2
+
+
+def test_patience_without_validation_is_refused():
+    from dpkit.errors import ParamsError
+
+    with pytest.raises(ParamsError, match="val_fraction"):
+        get_registry().build("defense", "hiddenecho", {**HE, "patience": 2, "val_fraction": 0})

@@ -107,3 +107,27 @@ def test_lora_fine_tuning_records_a_validated_curve(corpus_factory):
     assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (20, 2)
     (ids,) = [s for s in ctx.ledger.spends if s.label.startswith("token_ids")]
     assert ids.count == ctx.wire.units["token_ids"]  # validation ids declared like the rest
+
+
+def test_patience_stops_fine_tuning_on_validation(encoder, corpus, monkeypatch):
+    from dpkit_obfuslm import classify
+
+    losses = iter([0.9, 0.4, 0.6, 0.7, 0.1])  # best at epoch 2, then two worse: stop at 4
+    monkeypatch.setattr(classify, "validation_loss", lambda model, data: next(losses))
+    result, _ = _run("obfuslm_plaintext", {"epochs": 5, "batch_size": 32, "patience": 2},
+                     encoder, corpus)
+    (raw,) = result.training_curves
+    assert raw["steps"] == [1, 2, 3, 4] and raw["best_step"] == 2 and raw["stopped_early"]
+    m = result.metrics
+    assert m["converged"] == 1.0 and m["best_step"] == 2 and m["val_loss_final"] == 0.4
+    assert m["train_loss"] == raw["train_loss"][1]  # the kept epoch's training loss
+
+
+def test_bf16_autocast_trains_to_a_similar_model(encoder, corpus):
+    fp32, _ = _run("obfuslm_plaintext", {"epochs": 2, "batch_size": 32}, encoder, corpus)
+    bf16, _ = _run("obfuslm_plaintext", {"epochs": 2, "batch_size": 32, "precision": "bf16"},
+                   encoder, corpus)
+    a, b = fp32.training_curves[0]["train_loss"], bf16.training_curves[0]["train_loss"]
+    assert a != b  # the body really ran in bfloat16
+    assert b == pytest.approx(a, rel=0.05)
+    assert abs(fp32.metrics["accuracy"] - bf16.metrics["accuracy"]) <= 0.15
