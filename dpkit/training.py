@@ -182,7 +182,8 @@ class EarlyStopping:
             raise ValueError(f"EarlyStopping needs patience ≥ 1 and min_delta ≥ 0, got "
                              f"patience={patience}, min_delta={min_delta}")
         self.patience, self.min_delta = patience, min_delta
-        self.best_loss, self.best_step, self.waited = math.inf, None, 0
+        self.best_loss, self.waited = math.inf, 0
+        self.best_step: int | None = None
         self._snapshot: list[dict] = []
 
     @property
