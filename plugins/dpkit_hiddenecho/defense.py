@@ -23,7 +23,7 @@ from dpkit_hiddenecho.data import (
     validation_size,
 )
 from dpkit_hiddenecho.fine_tune import SplitFineTuning
-from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache
+from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache, shared_store
 from dpkit_hiddenecho.layer_filter import (
     evenly_spaced_layers,
     layer_contributions,
@@ -134,8 +134,8 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
         if p.frozen_dropout or n_frozen == 0:
             return None
         return FrozenBlockCache(work.server, transformer_blocks(work.server, work.num_layers),
-                                n_frozen,
-                                reuse=p.reuse_frozen)
+                                n_frozen, reuse=p.reuse_frozen,
+                                store=shared_store(work.server, n_frozen) if p.reuse_frozen else None)
 
     def evaluate(self, proto: SplitProtocol, split, ctx,
                  specials: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:

@@ -4,8 +4,10 @@ Below the first LoRA adapter nothing is trained and the received noisy embedding
 and reused every epoch, so with dropout off those blocks return the same states for an example
 in every epoch. :class:`FrozenBlockCache` keeps each example's outputs of those blocks (real
 positions only, keyed by the bytes of the embeddings the server received) and replays them on
-later passes instead of running the blocks again. This is server-side computation only: what
-crosses the wire is unchanged.
+later passes instead of running the blocks again. Cells of a spec that share the model and
+the noisy embeddings (HiddenEcho, its baselines and ablations at one seed and η) share the
+stored states through :func:`shared_store`. This is server-side computation only: what crosses
+the wire is unchanged.
 """
 
 from __future__ import annotations
@@ -17,15 +19,35 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from dpkit.cache import content_key, process_cache
+
+MAX_STORED_BYTES = 4 * 2**30
+_STORES = process_cache("hiddenecho.frozen_states", "per-example outputs of the frozen blocks "
+                        "below the LoRA adapters, by frozen weights and block count",
+                        max_entries=2)
+
+
+class StateStore(dict):
+    """Example key -> that example's states after each frozen block; ``nbytes`` held in all."""
+
+    nbytes: int = 0
+
+
+def shared_store(body: nn.Module, n_frozen: int) -> StateStore:
+    """The process-wide store for ``body``'s frozen weights and ``n_frozen`` (one per model)."""
+    frozen = {name: p for name, p in body.named_parameters() if not p.requires_grad}
+    frozen.update(dict(body.named_buffers()))
+    return _STORES.get_or_build((content_key(frozen), n_frozen), StateStore)
+
 
 def example_keys(received: torch.Tensor, mask: torch.Tensor) -> list[bytes]:
-    """One digest per example of its received embedding rows at real (masked-in) positions."""
-    rows = received.detach().cpu()
-    lengths = mask.long().sum(1).tolist()
+    """One digest per example of its received embedding rows at real (masked-in) positions and
+    of where those positions are (absolute position embeddings see the offset)."""
+    rows, keep = received.detach().cpu(), mask.bool().cpu()
     keys = []
-    for row, keep, n in zip(rows, mask.bool().cpu(), lengths):
-        digest = hashlib.blake2b(row[keep].contiguous().numpy().tobytes(), digest_size=16)
-        digest.update(str(n).encode())
+    for row, real in zip(rows, keep):
+        digest = hashlib.blake2b(row[real].contiguous().numpy().tobytes(), digest_size=16)
+        digest.update(real.nonzero().flatten().numpy().tobytes())
         keys.append(digest.digest())
     return keys
 
@@ -41,7 +63,8 @@ class FrozenBlockCache:
     """
 
     def __init__(self, body: nn.Module, blocks: nn.ModuleList, n_frozen: int,
-                 reuse: bool = True) -> None:
+                 reuse: bool = True, store: StateStore | None = None,
+                 max_bytes: int = MAX_STORED_BYTES) -> None:
         if not 0 < n_frozen <= len(blocks):
             raise ValueError(f"FrozenBlockCache needs 0 < n_frozen ≤ {len(blocks)} blocks, got "
                              f"{n_frozen}")
@@ -55,7 +78,8 @@ class FrozenBlockCache:
                 raise ValueError("FrozenBlockCache: a block below the adapters has trainable "
                                  "parameters, so its outputs change during training; cache "
                                  "only frozen blocks")
-        self.store: dict[bytes, list[torch.Tensor]] = {}
+        self.store = StateStore() if store is None else store
+        self.max_bytes = max_bytes
         self.keys: list[bytes] | None = None
         self.masks = torch.zeros(0, 0, dtype=torch.bool)
         self.reuse = reuse
@@ -80,8 +104,9 @@ class FrozenBlockCache:
             yield
             return
         self.keys, self.masks = example_keys(received, mask), mask.bool()
+        n = len(self.blocks)
         self.replay = (not self.disabled and not any(b.training for b in self.blocks)
-                       and all(key in self.store for key in self.keys))
+                       and all(len(self.store.get(key, ())) == n for key in self.keys))
         self.hits += len(self.keys) if self.replay else 0
         self.misses += 0 if self.replay else len(self.keys)
         try:
@@ -101,9 +126,14 @@ class FrozenBlockCache:
             self.disabled |= self.as_tuple and len(out) > 1
             states = out[0] if self.as_tuple else out
             for key, row, real in zip(keys, states.detach(), self.masks):
-                entry = self.store.setdefault(key, [])
+                entry = self.store.get(key)
+                if entry is None:
+                    if self.store.nbytes > self.max_bytes:
+                        continue  # full: later batches with this example run the blocks
+                    entry = self.store[key] = []
                 if len(entry) == index:  # an example met again beside new ones keeps its states
                     entry.append(row[real].clone())
+                    self.store.nbytes += entry[-1].numel() * entry[-1].element_size()
             return out
 
         return cached_forward

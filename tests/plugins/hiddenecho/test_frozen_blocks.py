@@ -147,3 +147,37 @@ def test_frozen_blocks_drop_out_only_when_asked(setup, monkeypatch):
         blocks = transformer_blocks(proto.model.server, 3)
         modes.append([b.training for b in blocks])
     assert modes == [[True, True, True], [False, False, True]]
+
+
+def test_cells_sharing_model_and_noise_share_the_stored_states(setup, monkeypatch):
+    made, results = captured_protocols(monkeypatch), []
+    for reuse in (False, True, True):
+        torch.manual_seed(0)  # module initialisation and dropout draw from the global generator
+        results.append(run(setup, "hiddenecho_ldp", {**SMALL, "lora_layers": 1,
+                                                     "reuse_frozen": reuse})[0])
+    computed, first, second = results
+    assert made[2].frozen.store is made[1].frozen.store
+    assert made[2].frozen.misses == 0 and made[2].frozen.hits > 0  # every batch replayed
+    for result in (first, second):
+        torch.testing.assert_close(result.training_curves[0]["train_loss"],
+                                   computed.training_curves[0]["train_loss"],
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_a_full_store_stops_growing_and_the_blocks_run_again():
+    model = lora_model()
+    model.server.eval()
+    cache = FrozenBlockCache(model.server, transformer_blocks(model.server, 3), 2, max_bytes=1)
+    noisy, mask = noisy_batch()
+    with torch.no_grad():
+        for _ in range(2):
+            with cache.batch(noisy, mask):
+                block_outputs(model, noisy, mask.long())
+    assert len(cache.store) == 1 and cache.hits == 0  # one example stored, then full
+
+
+def test_keys_see_where_the_real_positions_are():
+    noisy, mask = noisy_batch(n=1, width=4)
+    shifted = torch.cat([torch.zeros(1, 1, 32), noisy], 1)
+    shifted_mask = torch.cat([torch.zeros(1, 1, dtype=torch.bool), mask], 1)
+    assert example_keys(noisy, mask) != example_keys(shifted, shifted_mask)
