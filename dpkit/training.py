@@ -12,12 +12,14 @@ validation loss, per epoch or per evaluation step. :func:`converged` applies one
 - ``metrics["curves_not_converged"]``: how many curves were still improving;
 - ``result.training_curves``: every curve as a JSON-safe dict (:meth:`TrainingCurve.to_dict`).
 
-A training loop may stop on its validation loss with :class:`EarlyStopping` (Keras'
-``EarlyStopping(restore_best_weights=True)``, Hugging Face's ``load_best_model_at_end``): it ends
-once the validation loss has not improved for ``patience`` evaluations and puts back the best
-evaluation's parameters. Its curves then carry ``best_step`` and ``stopped_early``; a curve that
-stopped early counts as converged (held-out loss stopped improving; training on would overfit),
-and the reported final losses are those of the kept step. A loop that reaches its last epoch
+A training loop may stop on a validation quantity with :class:`EarlyStopping` (Keras'
+``EarlyStopping(restore_best_weights=True)``, Hugging Face's ``load_best_model_at_end`` with
+``metric_for_best_model``): the validation loss, or a validation metric such as AUC recorded in
+the curve's ``val_metric``. The loop ends once that quantity has not improved for ``patience``
+evaluations and puts back the best evaluation's parameters. Its curves then carry
+``best_step`` and ``stopped_early``; a curve that stopped early counts as converged (the held-out
+quantity stopped improving; training on would overfit), and the reported final losses are those
+of the kept step. A loop that reaches its last epoch
 without stopping is judged by the ordinary rule.
 
 The curves are diagnostics for whoever runs the experiment; a training loss measured on private
@@ -42,7 +44,9 @@ class TrainingCurve:
     A loss that was not measured at a point is ``nan``; ``unit`` says what a step counts.
     ``solver_converged`` is set by components fitted with a solver that has its own stopping
     rule (L-BFGS's gradient tolerance): :func:`converged` then takes the solver's word.
-    ``best_step`` / ``stopped_early`` are set by :meth:`EarlyStopping.mark`.
+    ``val_metric`` holds a validation metric named ``val_metric_name`` (higher is better, e.g.
+    AUC) where the loop measured one; ``best_step`` / ``stopped_early`` are set by
+    :meth:`EarlyStopping.mark`.
     """
 
     component: str
@@ -53,12 +57,17 @@ class TrainingCurve:
     solver_converged: bool | None = None
     best_step: int | None = None
     stopped_early: bool | None = None
+    val_metric_name: str | None = None
+    val_metric: list[float] = field(default_factory=list)
 
-    def add(self, step: int, train: float, val: float = math.nan) -> None:
-        """Append the losses measured at ``step``."""
+    def add(self, step: int, train: float, val: float = math.nan,
+            metric: float | None = None) -> None:
+        """Append the losses (and the validation metric, if the curve has one) at ``step``."""
         self.steps.append(int(step))
         self.train_loss.append(float(train))
         self.val_loss.append(float(val))
+        if metric is not None:
+            self.val_metric.append(float(metric))
 
     @property
     def final_train(self) -> float:
@@ -82,9 +91,11 @@ class TrainingCurve:
 
         out: dict[str, object] = {"component": self.component, "unit": self.unit, "steps": list(self.steps),
                "train_loss": safe(self.train_loss), "val_loss": safe(self.val_loss)}
-        for name in ("solver_converged", "best_step", "stopped_early"):
+        for name in ("solver_converged", "best_step", "stopped_early", "val_metric_name"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.val_metric:
+            out["val_metric"] = safe(self.val_metric)
         return out
 
     @classmethod
@@ -92,7 +103,8 @@ class TrainingCurve:
         """Inverse of :meth:`to_dict`."""
         return cls(data["component"], data.get("unit", "epoch"), [int(s) for s in data["steps"]],
                    [float(x) for x in data["train_loss"]], [float(x) for x in data["val_loss"]],
-                   data.get("solver_converged"), data.get("best_step"), data.get("stopped_early"))
+                   data.get("solver_converged"), data.get("best_step"), data.get("stopped_early"),
+                   data.get("val_metric_name"), [float(x) for x in data.get("val_metric", [])])
 
 
 def _last_finite(values: Sequence[float]) -> float:
@@ -168,20 +180,23 @@ def attach_curves(result, curves: Iterable[TrainingCurve], **rule) -> None:
 
 
 class EarlyStopping:
-    """Stop a loop once its validation loss has not improved for ``patience`` evaluations and
-    keep the parameters of the best evaluation.
+    """Stop a loop once its validation quantity has not improved for ``patience`` evaluations
+    and keep the parameters of the best evaluation.
 
-    Call :meth:`update` after each validation with the modules being trained; it snapshots
-    their trainable parameters and buffers whenever the loss improves by more than
-    ``min_delta`` and returns True when the loop should stop. After the loop, :meth:`restore`
-    puts the best snapshot back and :meth:`mark` records the outcome on the loop's curves.
+    ``mode="min"`` for a loss, ``"max"`` for a metric such as AUC or accuracy. Call
+    :meth:`update` after each validation with the modules being trained; it snapshots their
+    trainable parameters and buffers whenever the value improves by more than ``min_delta`` and
+    returns True when the loop should stop (a tie is no improvement). After the loop,
+    :meth:`restore` puts the best snapshot back and :meth:`mark` records the outcome on the
+    loop's curves.
     """
 
-    def __init__(self, patience: int, min_delta: float = 0.0) -> None:
-        if patience < 1 or not min_delta >= 0:
-            raise ValueError(f"EarlyStopping needs patience ≥ 1 and min_delta ≥ 0, got "
-                             f"patience={patience}, min_delta={min_delta}")
-        self.patience, self.min_delta = patience, min_delta
+    def __init__(self, patience: int, min_delta: float = 0.0, mode: str = "min") -> None:
+        if patience < 1 or not min_delta >= 0 or mode not in ("min", "max"):
+            raise ValueError(f"EarlyStopping needs patience ≥ 1, min_delta ≥ 0 and mode 'min' or "
+                             f"'max', got patience={patience}, min_delta={min_delta}, "
+                             f"mode={mode!r}")
+        self.patience, self.min_delta, self.sign = patience, min_delta, 1 if mode == "min" else -1
         self.best_loss, self.waited = math.inf, 0
         self.best_step: int | None = None
         self._snapshot: list[dict] = []
@@ -191,14 +206,14 @@ class EarlyStopping:
         """Whether the validation loss went ``patience`` evaluations without improving."""
         return self.waited >= self.patience
 
-    def update(self, step: int, val_loss: float, *modules) -> bool:
-        """Record the validation loss at ``step``; True when training should stop now."""
-        if not math.isfinite(val_loss):
-            raise ValueError(f"early stopping needs a finite validation loss, got {val_loss} at "
+    def update(self, step: int, value: float, *modules) -> bool:
+        """Record the validation value at ``step``; True when training should stop now."""
+        if not math.isfinite(value):
+            raise ValueError(f"early stopping needs a finite validation value, got {value} at "
                              f"step {step}; hold out validation data (e.g. val_fraction > 0) or "
                              "set patience to None")
-        if val_loss < self.best_loss - self.min_delta:
-            self.best_loss, self.best_step, self.waited = val_loss, int(step), 0
+        if self.sign * value < self.best_loss - self.min_delta:
+            self.best_loss, self.best_step, self.waited = self.sign * value, int(step), 0
             self._snapshot = [_trained_state(m) for m in modules]
         else:
             self.waited += 1

@@ -6,7 +6,9 @@ import time
 from typing import ClassVar
 
 import torch
+from torch import nn
 
+from dpkit.metrics import auc
 from dpkit.training import EarlyStopping, TrainingCurve
 from dpkit.wire import DOWN, UP
 from dpkit_hiddenecho.data import batches
@@ -44,7 +46,8 @@ class SplitFineTuning:
                      for o in optimizers]
         order = ctx.generator("hiddenecho/order", "cpu")
         curves = self.curves(proto)
-        stopper = EarlyStopping(p.patience) if p.patience is not None else None
+        stopper = (EarlyStopping(p.patience, mode="min" if p.stop_on == "loss" else "max")
+                   if p.patience is not None else None)
         trained = (proto.client, proto.server, proto.model.server)
         seconds, cpu = [], []
         for epoch in range(p.epochs):
@@ -64,13 +67,14 @@ class SplitFineTuning:
                     schedule.step()
             seconds.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
-            val_loss = self.validate(proto, val)
-            self.record(curves, proto, epoch + 1, loss_sum / len(split), val_loss)
+            val_loss, val_auc = self.validate(proto, val)
+            self.record(curves, proto, epoch + 1, loss_sum / len(split), val_loss, val_auc)
             ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss_sum / len(split):.3f}, "
-                    f"validation {val_loss:.3f}, {seconds[-1]:.1f} s")
-            if stopper is not None and stopper.update(epoch + 1, val_loss, *trained):
-                ctx.say(f"{self.name}: validation loss not improved for {p.patience} epochs; "
-                        f"stopping, keeping epoch {stopper.best_step}")
+                    f"validation loss {val_loss:.3f}, AUC {val_auc:.3f}, {seconds[-1]:.1f} s")
+            watched = val_loss if p.stop_on == "loss" else val_auc
+            if stopper is not None and stopper.update(epoch + 1, watched, *trained):
+                ctx.say(f"{self.name}: validation {p.stop_on} not improved for {p.patience} "
+                        f"epochs; stopping, keeping epoch {stopper.best_step}")
                 break
         if stopper is not None:
             stopper.restore(*trained)
@@ -86,7 +90,8 @@ class SplitFineTuning:
     def curves(self, proto: SplitProtocol) -> dict[str, TrainingCurve]:
         """Empty curves of the trained parts: the split model first, then the MINE critics."""
         curves = {"task": TrainingCurve(f"{self.name} split model (server LoRA and maps, client "
-                                        "denoiser and head): task cross-entropy")}
+                                        "denoiser and head): task cross-entropy",
+                                        val_metric_name="auc")}
         if len(proto.server.mine_in):
             curves["server"] = TrainingCurve(f"{self.name} server MINE critics I(E'; H^dn): "
                                              "negative Donsker-Varadhan bound")
@@ -97,28 +102,32 @@ class SplitFineTuning:
 
     @staticmethod
     def record(curves: dict[str, TrainingCurve], proto: SplitProtocol, epoch: int,
-               train_loss: float, val_loss: float) -> None:
-        """Add one epoch's losses; the critics' is the mean negated bound over the epoch's fits."""
-        curves["task"].add(epoch, train_loss, val_loss)
+               train_loss: float, val_loss: float, val_auc: float) -> None:
+        """Add one epoch's losses (and validation AUC); the critics' loss is the mean negated
+        bound over the epoch's fits."""
+        curves["task"].add(epoch, train_loss, val_loss, val_auc)
         for side in ("server", "client"):
             bounds = proto.critic_bounds[side]
             if side in curves:
                 curves[side].add(epoch, -sum(bounds) / max(len(bounds), 1))
             bounds.clear()
 
-    def validate(self, proto: SplitProtocol, val) -> float:
-        """Mean task loss on the held-out training examples (``nan`` when none are held out).
+    def validate(self, proto: SplitProtocol, val) -> tuple[float, float]:
+        """Mean task loss and AUC on the held-out training examples (``nan`` when none are held
+        out).
 
         The held-out noisy embeddings cross the wire as at inference (phase ``validation``):
         their tokens are among the declared ones, drawn once, so the ledger is unchanged. Runs in
         evaluation mode without gradients and draws no random numbers, so training is unaffected.
         """
         if not len(val):
-            return float("nan")
+            return float("nan"), float("nan")
         proto.train(False)
         proto.wire.phase = "validation"
-        pad, total = proto.model.tokenizer.pad_token_id, 0.0
+        pad, total, probs = proto.model.tokenizer.pad_token_id, 0.0, []
         for _ids, noisy, clean, mask, labels in batches(proto.model, val, self.params.batch_size,
                                                         pad):
-            total += proto.validation_loss(noisy, clean, mask, labels)
-        return total / len(val)
+            logits = proto.logits(noisy, clean, mask, observe=False)
+            total += float(nn.functional.cross_entropy(logits, labels, reduction="sum"))
+            probs.append(logits.softmax(-1))
+        return total / len(val), auc(torch.cat(probs), val.labels)

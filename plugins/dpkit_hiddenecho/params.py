@@ -18,6 +18,9 @@ class SplitTrainingParams(dpkit.Params):
     patience: int | None = Field(None, ge=1, description="stop once the validation loss has not "
                                  "improved for this many epochs and keep the best epoch's "
                                  "parameters (needs val_fraction > 0); None: train every epoch")
+    stop_on: Literal["loss", "auc"] = Field("loss", description="what patience watches on the "
+                                            "validation examples: cross-entropy (lower is "
+                                            "better) or AUC (higher is better)")
     batch_size: int = Field(32, ge=2, le=1024)
     lr: float = Field(1e-3, gt=0, le=1.0, description="AdamW rate of the client modules")
     lora_lr: float = Field(5e-4, gt=0, le=1.0, description="AdamW rate of LoRA and server maps")

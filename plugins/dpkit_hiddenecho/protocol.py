@@ -169,10 +169,3 @@ class SplitProtocol:
                 observe_rows: torch.Tensor | None = None) -> torch.Tensor:
         """Inference: class probabilities ``[B, C]`` (see :meth:`logits`)."""
         return self.logits(noisy, clean, mask, observe_rows).softmax(-1)
-
-    def validation_loss(self, noisy: torch.Tensor, clean: torch.Tensor, mask: torch.Tensor,
-                        labels: torch.Tensor) -> float:
-        """Summed task loss of a held-out batch: an inference pass (server forward, no view
-        kept), the loss computed on the client, which alone holds the labels."""
-        logits = self.logits(noisy, clean, mask, observe=False)
-        return float(nn.functional.cross_entropy(logits, labels, reduction="sum"))

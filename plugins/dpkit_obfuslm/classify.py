@@ -55,16 +55,21 @@ class EncoderClassifier(nn.Module):
 
 def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_size: int,
               lr: float, head_lr: float, generator: torch.Generator, say=lambda msg: None,
-              validation: Encoded | None = None, patience: int | None = None) -> TrainingCurve:
+              validation: Encoded | None = None, patience: int | None = None,
+              stop_on: str = "loss") -> TrainingCurve:
     """Train body and head with AdamW on shuffled batches; returns the per-epoch curve (mean
-    training loss; cross-entropy on ``validation`` when given). With ``patience``, stop once the
-    validation loss has not improved for that many epochs and keep the best epoch's model."""
+    training loss; cross-entropy and accuracy on ``validation`` when given). With ``patience``,
+    stop once the validation ``stop_on`` (``"loss"`` or ``"accuracy"``) has not improved for that
+    many epochs and keep the best epoch's model."""
     device = next(model.parameters()).device
-    curve = TrainingCurve("server fine-tuning")
+    curve = TrainingCurve("server fine-tuning", val_metric_name="accuracy")
     if patience is not None and (validation is None or len(validation) == 0):
         raise ValueError(f"fine_tune: patience={patience} stops on the validation loss, but no "
                          "validation texts were given")
-    stopper = EarlyStopping(patience) if patience is not None else None
+    if stop_on not in ("loss", "accuracy"):
+        raise ValueError(f"fine_tune: stop_on must be 'loss' or 'accuracy', got {stop_on!r}")
+    stopper = (EarlyStopping(patience, mode="min" if stop_on == "loss" else "max")
+               if patience is not None else None)
     opt = torch.optim.AdamW([{"params": model.body.parameters(), "lr": lr},
                              {"params": model.head.parameters(), "lr": head_lr}],
                             fused=device.type in ("cpu", "cuda"))
@@ -81,12 +86,14 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
             loss.backward()
             opt.step()
             total += loss.detach() * len(idx)
-        curve.add(epoch + 1, float(total) / len(data), validation_loss(model, validation))
+        val_loss, val_accuracy = validation_scores(model, validation)
+        curve.add(epoch + 1, float(total) / len(data), val_loss, val_accuracy)
         model.train()
         say(f"epoch {epoch + 1}/{epochs}: loss {curve.train_loss[-1]:.4f}, "
-            f"validation loss {curve.val_loss[-1]:.4f}")
-        if stopper is not None and stopper.update(epoch + 1, curve.val_loss[-1], model):
-            say(f"validation loss not improved for {patience} epochs; keeping epoch "
+            f"validation loss {val_loss:.4f}, accuracy {val_accuracy:.4f}")
+        watched = val_loss if stop_on == "loss" else val_accuracy
+        if stopper is not None and stopper.update(epoch + 1, watched, model):
+            say(f"validation {stop_on} not improved for {patience} epochs; keeping epoch "
                 f"{stopper.best_step}")
             break
     if stopper is not None:
@@ -97,21 +104,23 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
 
 
 @torch.no_grad()
-def validation_loss(model: EncoderClassifier, data: Encoded | None, batch_size: int = 128) -> float:
-    """Mean cross-entropy over ``data`` in eval mode (``nan`` when there is none)."""
+def validation_scores(model: EncoderClassifier, data: Encoded | None,
+                      batch_size: int = 128) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy over ``data`` in eval mode (``nan`` when there is none)."""
     if data is None or len(data) == 0:
-        return float("nan")
+        return float("nan"), float("nan")
     if data.labels is None:
         raise ValueError("validation loss needs labelled validation texts; these have no labels")
     device = next(model.parameters()).device
     model.eval()
-    total = 0.0
+    total, right = 0.0, 0
     for start in range(0, len(data), batch_size):
         ids, mask = _trim(data.ids[start:start + batch_size], data.mask[start:start + batch_size])
         logits = model(ids.to(device), mask.to(device))
         labels = data.labels[start:start + batch_size].to(device)
         total += float(nn.functional.cross_entropy(logits, labels, reduction="sum"))
-    return total / len(data)
+        right += int((logits.argmax(1) == labels).sum())
+    return total / len(data), right / len(data)
 
 
 @torch.no_grad()

@@ -35,6 +35,9 @@ class TrainParams(dpkit.Params):
     patience: int | None = Field(None, ge=1, description="stop fine-tuning once the validation "
                                  "loss has not improved for this many epochs and keep the best "
                                  "epoch's parameters; None: train every epoch")
+    stop_on: Literal["loss", "accuracy"] = Field("loss", description="what patience watches on "
+                                                 "the validation texts: cross-entropy or "
+                                                 "accuracy")
     precision: Literal["fp32", "bf16"] = Field(
         "fp32", description="bf16: the encoder runs under bfloat16 autocast (mixed precision: "
         "fp32 weights and optimizer, bf16 matrix products), about 2x faster on CPUs with bf16 "
@@ -145,7 +148,7 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
         torch.manual_seed(ctx.numpy_seed("obfuslm.dropout"))
         curve = fine_tune(classifier, st.train, epochs=p.epochs, batch_size=p.batch_size,
                           lr=p.lr, head_lr=p.head_lr, generator=gen, say=ctx.say,
-                          validation=st.validation, patience=p.patience)
+                          validation=st.validation, patience=p.patience, stop_on=p.stop_on)
     metrics.update(train_loss=curve.final_train, train_s=time.perf_counter() - started,
                    train_examples=float(len(st.train)),
                    validation_examples=float(len(st.validation)))

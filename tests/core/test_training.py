@@ -128,7 +128,29 @@ def test_improvements_below_min_delta_do_not_reset_patience():
 def test_early_stopping_refuses_a_missing_validation_loss_and_bad_settings():
     from dpkit.training import EarlyStopping
 
-    with pytest.raises(ValueError, match="finite validation loss"):
+    with pytest.raises(ValueError, match="finite validation value"):
         EarlyStopping(1).update(1, math.nan)
     with pytest.raises(ValueError, match="patience"):
         EarlyStopping(0)
+
+
+def test_early_stopping_on_a_metric_keeps_its_highest_step():
+    import torch
+
+    from dpkit.training import EarlyStopping
+
+    model, stopper, curve = torch.nn.Linear(1, 1), EarlyStopping(2, mode="max"), TrainingCurve("m")
+    curve.val_metric_name = "auc"
+    for epoch, (loss, auc) in enumerate([(0.7, 0.6), (0.9, 0.7), (1.1, 0.7), (1.3, 0.65)], 1):
+        with torch.no_grad():
+            model.weight.fill_(epoch)
+        curve.add(epoch, 0.5, loss, auc)
+        if stopper.update(epoch, auc, model):
+            break
+    stopper.restore(model)
+    stopper.mark(curve)
+    # loss rose from epoch 1, AUC peaked at 2 (a tie at 3 is no improvement): epoch 2 is kept
+    assert curve.best_step == 2 and curve.steps == [1, 2, 3, 4] and model.weight.item() == 2
+    assert TrainingCurve.from_dict(json.loads(json.dumps(curve.to_dict()))) == curve
+    with pytest.raises(ValueError, match="mode"):
+        EarlyStopping(1, mode="up")

@@ -47,7 +47,7 @@ def test_validation_changes_neither_training_nor_the_ledger(setup, monkeypatch):
 
     torch.manual_seed(0)  # module initialisation and dropout draw from torch's global generator
     with_val, ctx_val = run(setup, "hiddenecho", TWO_EPOCHS)
-    monkeypatch.setattr(defense.HiddenEchoLdp, "validate", lambda self, proto, val: math.nan)
+    monkeypatch.setattr(defense.HiddenEchoLdp, "validate", lambda self, proto, val: (math.nan, math.nan))
     torch.manual_seed(0)
     without, ctx_none = run(setup, "hiddenecho", TWO_EPOCHS)
     assert with_val.training_curves[0]["train_loss"] == without.training_curves[0]["train_loss"]
@@ -108,7 +108,8 @@ def test_patience_stops_on_validation_and_keeps_the_best_epoch(setup, monkeypatc
     from dpkit_hiddenecho import fine_tune
 
     losses = iter([0.9, 0.5, 0.7, 0.8, 0.1, 0.1])  # best at epoch 2, two worse epochs: stop at 4
-    monkeypatch.setattr(fine_tune.SplitFineTuning, "validate", lambda self, proto, val: next(losses))
+    monkeypatch.setattr(fine_tune.SplitFineTuning, "validate",
+                        lambda self, proto, val: (next(losses), 0.5))
     result, ctx = run(setup, "hiddenecho", {**HE, "epochs": 6, "patience": 2})
     curves = result.training_curves
     assert all(c["steps"] == [1, 2, 3, 4] and c["best_step"] == 2 and c["stopped_early"]
@@ -125,3 +126,23 @@ def test_patience_without_validation_is_refused():
 
     with pytest.raises(ParamsError, match="val_fraction"):
         get_registry().build("defense", "hiddenecho", {**HE, "patience": 2, "val_fraction": 0})
+
+
+def test_patience_on_validation_auc_keeps_the_best_auc_epoch(setup, monkeypatch):
+    from dpkit_hiddenecho import fine_tune
+
+    # the loss rises from epoch 1 (over-confidence) while AUC improves up to epoch 3
+    scores = iter([(0.6, 0.60), (0.7, 0.65), (0.8, 0.70), (0.9, 0.69), (1.0, 0.68), (1.1, 0.9)])
+    monkeypatch.setattr(fine_tune.SplitFineTuning, "validate",
+                        lambda self, proto, val: next(scores))
+    result, _ = run(setup, "hiddenecho", {**HE, "epochs": 6, "patience": 2, "stop_on": "auc"})
+    task = result.training_curves[0]
+    assert task["steps"] == [1, 2, 3, 4, 5] and task["best_step"] == 3
+    assert task["val_metric_name"] == "auc" and task["val_metric"] == [0.6, 0.65, 0.7, 0.69, 0.68]
+    assert result.metrics["val_loss_final"] == 0.8  # the kept epoch's loss
+
+
+def test_validation_auc_is_measured_on_the_held_out_examples(setup):
+    result, _ = run(setup, "hiddenecho", TWO_EPOCHS)
+    aucs = result.training_curves[0]["val_metric"]
+    assert len(aucs) == 2 and all(0.0 <= a <= 1.0 for a in aucs)

@@ -113,7 +113,7 @@ def test_patience_stops_fine_tuning_on_validation(encoder, corpus, monkeypatch):
     from dpkit_obfuslm import classify
 
     losses = iter([0.9, 0.4, 0.6, 0.7, 0.1])  # best at epoch 2, then two worse: stop at 4
-    monkeypatch.setattr(classify, "validation_loss", lambda model, data: next(losses))
+    monkeypatch.setattr(classify, "validation_scores", lambda model, data: (next(losses), 0.5))
     result, _ = _run("obfuslm_plaintext", {"epochs": 5, "batch_size": 32, "patience": 2},
                      encoder, corpus)
     (raw,) = result.training_curves
@@ -131,3 +131,15 @@ def test_bf16_autocast_trains_to_a_similar_model(encoder, corpus):
     assert a != b  # the body really ran in bfloat16
     assert b == pytest.approx(a, rel=0.05)
     assert abs(fp32.metrics["accuracy"] - bf16.metrics["accuracy"]) <= 0.15
+
+
+def test_patience_on_validation_accuracy(encoder, corpus, monkeypatch):
+    from dpkit_obfuslm import classify
+
+    scores = iter([(0.5, 0.6), (0.6, 0.7), (0.7, 0.7), (0.8, 0.8)])  # a tie is no improvement
+    monkeypatch.setattr(classify, "validation_scores", lambda model, data: next(scores))
+    result, _ = _run("obfuslm_plaintext", {"epochs": 4, "batch_size": 32, "patience": 1,
+                                           "stop_on": "accuracy"}, encoder, corpus)
+    (raw,) = result.training_curves
+    assert raw["steps"] == [1, 2, 3] and raw["best_step"] == 2
+    assert raw["val_metric_name"] == "accuracy" and raw["val_metric"] == [0.6, 0.7, 0.7]
