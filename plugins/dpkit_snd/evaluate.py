@@ -6,7 +6,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from dpkit.training import TrainingCurve
+from dpkit.training import EarlyStopping, TrainingCurve
 
 
 def similarity(e: torch.Tensor, e_clean: torch.Tensor) -> dict[str, float]:
@@ -31,10 +31,16 @@ class DownstreamMLP(nn.Module):
 
 def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs: int,
                      generator: torch.Generator, lr: float = 1e-3, batch_size: int = 128,
-                     validation: tuple[torch.Tensor, torch.Tensor] | None = None
+                     validation: tuple[torch.Tensor, torch.Tensor] | None = None,
+                     patience: int | None = None
                      ) -> tuple[DownstreamMLP, torch.Tensor, torch.Tensor, TrainingCurve]:
     """Fit the MLP on standardized ``x``; returns the model, the standardization (mean, std) and
-    the per-epoch curve (mean training loss; cross-entropy on ``validation`` when given)."""
+    the per-epoch curve (mean training loss; cross-entropy on ``validation`` when given). With
+    ``patience``, stop once the validation loss has not improved for that many epochs and keep
+    the best epoch's weights."""
+    if patience is not None and (validation is None or len(validation[0]) == 0):
+        raise ValueError(f"train_classifier: patience={patience} needs validation data")
+    stopper = EarlyStopping(patience) if patience is not None else None
     mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
     xs = (x - mean) / std
     seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=generator.device))
@@ -54,6 +60,11 @@ def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs
             opt.step()
             total += float(loss.detach()) * len(rows)
         curve.add(epoch + 1, total / len(xs), _loss(model, validation, mean, std))
+        if stopper is not None and stopper.update(epoch + 1, curve.val_loss[-1], model):
+            break
+    if stopper is not None:
+        stopper.restore(model)
+        stopper.mark(curve)
     return model.eval(), mean, std, curve
 
 
@@ -80,14 +91,16 @@ def held_out_rows(n: int, share: float, seed: int) -> tuple[torch.Tensor, torch.
 
 def downstream(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor,
                test_y: torch.Tensor, n_classes: int, *, epochs: int, generator: torch.Generator,
-               validation_share: float, split_seed: int) -> tuple[dict[str, float], TrainingCurve]:
+               validation_share: float, split_seed: int, patience: int | None = None
+               ) -> tuple[dict[str, float], TrainingCurve]:
     """Accuracy and (macro one-vs-rest) AUC of the MLP trained on ``train_x`` less a held-out
     ``validation_share`` (its validation curve), tested on ``test_x``; returns metrics and curve."""
     fit, val = held_out_rows(len(train_x), validation_share, split_seed)
     fit, val = fit.to(train_x.device), val.to(train_x.device)
     model, mean, std, curve = train_classifier(train_x[fit], train_y[fit], n_classes,
                                                epochs=epochs, generator=generator,
-                                               validation=(train_x[val], train_y[val]))
+                                               validation=(train_x[val], train_y[val]),
+                                               patience=patience)
     with torch.no_grad():
         probs = torch.softmax(model((test_x - mean) / std), dim=-1)
     acc = float((probs.argmax(-1) == test_y).float().mean())

@@ -44,7 +44,12 @@ class CommonParams(dpkit.Params):
     train_split: str = "train"
     test_split: str = "test"
     batch_size: int = Field(64, ge=1, le=4096)
-    classifier_epochs: int = Field(30, ge=1, le=1000)
+    classifier_epochs: int = Field(30, ge=1, le=1000, description="downstream classifier "
+                                   "epochs (the most, with classifier_patience)")
+    classifier_patience: int | None = Field(None, ge=1, description="stop the downstream "
+                                            "classifier once its validation loss has not improved "
+                                            "for this many epochs, keeping the best epoch; None: "
+                                            "train every epoch")
     classifier_validation: float = Field(
         0.1, gt=0, lt=0.5, description="share of the downstream training texts held out for the "
         "classifier's validation curve (the classifier trains on the rest; never test data)")

@@ -159,7 +159,8 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
                                epochs=params.classifier_epochs,
                                generator=ctx.generator("snd-classifier"),
                                validation_share=params.classifier_validation,
-                               split_seed=ctx.numpy_seed("snd-classifier-validation"))
+                               split_seed=ctx.numpy_seed("snd-classifier-validation"),
+                               patience=params.classifier_patience)
     metrics.update(scores)
     metrics["token_corr"] = token_correlation(te.tokens, te.sent)
     if mi:

@@ -103,3 +103,27 @@ def test_held_out_rows_partition_the_training_rows():
     assert torch.equal(held_out_rows(50, 0.1, seed=3)[1], val)
     with pytest.raises(ValueError, match="fewer than 2"):
         held_out_rows(2, 0.4, seed=0)
+
+
+def test_classifier_patience_keeps_the_best_epoch():
+    from dpkit_snd.evaluate import train_classifier
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(80, 6, generator=gen)
+    y = (x[:, 0] + 0.5 * torch.randn(80, generator=gen) > 0).long()
+    val = (torch.randn(20, 6, generator=gen), torch.randint(0, 2, (20,), generator=gen))
+    model, mean, std, curve = train_classifier(x, y, 2, epochs=200, generator=gen,
+                                               validation=val, patience=3)
+    assert curve.stopped_early and len(curve.steps) < 200
+    assert curve.steps[-1] - curve.best_step == 3  # three epochs without a better validation
+    with torch.no_grad():
+        kept = float(torch.nn.functional.cross_entropy(model((val[0] - mean) / std), val[1]))
+    assert kept == pytest.approx(min(curve.val_loss))  # the best epoch's weights are back
+
+
+def test_classifier_patience_needs_validation():
+    from dpkit_snd.evaluate import train_classifier
+
+    with pytest.raises(ValueError, match="patience"):
+        train_classifier(torch.randn(8, 2), torch.zeros(8).long(), 2, epochs=2,
+                         generator=torch.Generator(), patience=2)
