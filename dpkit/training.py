@@ -19,8 +19,8 @@ the curve's ``val_metric``. The loop ends once that quantity has not improved fo
 evaluations and puts back the best evaluation's parameters. Its curves then carry
 ``best_step`` and ``stopped_early``; a curve that stopped early counts as converged (the held-out
 quantity stopped improving; training on would overfit), and the reported final losses are those
-of the kept step. A loop that reaches its last epoch
-without stopping is judged by the ordinary rule.
+of the kept step. A loop that reaches its last epoch without stopping is judged by the
+ordinary rule.
 
 The curves are diagnostics for whoever runs the experiment; a training loss measured on private
 batches is not part of any differentially private release.
@@ -137,7 +137,8 @@ def converged(curve: TrainingCurve, *, window: float = DEFAULT_WINDOW,
     to the curve's total descent (see :func:`still_improving`).
     Validation loss is checked only where it was measured; a curve with fewer than two training
     points never counts as converged. A curve carrying ``solver_converged`` is decided by it;
-    one whose loop stopped early on its validation loss (``stopped_early``) counts as converged.
+    one whose loop stopped early on its validation quantity (``stopped_early``) counts as
+    converged.
     """
     if not 0 < window < 1 or tol < 0:
         raise ValueError(f"converged needs 0 < window < 1 and tol ≥ 0, got window={window}, "
@@ -197,23 +198,23 @@ class EarlyStopping:
                              f"'max', got patience={patience}, min_delta={min_delta}, "
                              f"mode={mode!r}")
         self.patience, self.min_delta, self.sign = patience, min_delta, 1 if mode == "min" else -1
-        self.best_loss, self.waited = math.inf, 0
+        self._best, self.waited = math.inf, 0  # best of sign × value: lower is better
         self.best_step: int | None = None
         self._snapshot: list[dict] = []
 
     @property
     def triggered(self) -> bool:
-        """Whether the validation loss went ``patience`` evaluations without improving."""
+        """Whether the validation quantity went ``patience`` evaluations without improving."""
         return self.waited >= self.patience
 
     def update(self, step: int, value: float, *modules) -> bool:
         """Record the validation value at ``step``; True when training should stop now."""
         if not math.isfinite(value):
             raise ValueError(f"early stopping needs a finite validation value, got {value} at "
-                             f"step {step}; hold out validation data (e.g. val_fraction > 0) or "
-                             "set patience to None")
-        if self.sign * value < self.best_loss - self.min_delta:
-            self.best_loss, self.best_step, self.waited = self.sign * value, int(step), 0
+                             f"step {step}; hold out validation data the quantity can be measured on, "
+                             "or set patience to None")
+        if self.sign * value < self._best - self.min_delta:
+            self._best, self.best_step, self.waited = self.sign * value, int(step), 0
             self._snapshot = [_trained_state(m) for m in modules]
         else:
             self.waited += 1

@@ -15,8 +15,8 @@ class SplitTrainingParams(dpkit.Params):
     eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η of laplace_dx")
     clip_bound: float | None = Field(None, gt=0, description="clip noisy embeddings (laplace_dx)")
     epochs: int = Field(2, ge=1, le=100, description="training epochs (the most, with patience)")
-    patience: int | None = Field(None, ge=1, description="stop once the validation loss has not "
-                                 "improved for this many epochs and keep the best epoch's "
+    patience: int | None = Field(None, ge=1, description="stop once the validation stop_on has "
+                                 "not improved for this many epochs and keep the best epoch's "
                                  "parameters (needs val_fraction > 0); None: train every epoch")
     stop_on: Literal["loss", "auc"] = Field("loss", description="what patience watches on the "
                                             "validation examples: cross-entropy (lower is "
@@ -55,7 +55,7 @@ class SplitTrainingParams(dpkit.Params):
     @model_validator(mode="after")
     def _patience_needs_validation(self) -> SplitTrainingParams:
         if self.patience is not None and self.val_fraction == 0:
-            raise ValueError(f"patience={self.patience} stops on the validation loss, but "
+            raise ValueError(f"patience={self.patience} stops on the validation examples, but "
                              "val_fraction=0 holds out no validation examples; set val_fraction "
                              "> 0 or patience to None")
         return self

@@ -64,7 +64,7 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
     device = next(model.parameters()).device
     curve = TrainingCurve("server fine-tuning", val_metric_name="accuracy")
     if patience is not None and (validation is None or len(validation) == 0):
-        raise ValueError(f"fine_tune: patience={patience} stops on the validation loss, but no "
+        raise ValueError(f"fine_tune: patience={patience} stops on the validation texts, but no "
                          "validation texts were given")
     if stop_on not in ("loss", "accuracy"):
         raise ValueError(f"fine_tune: stop_on must be 'loss' or 'accuracy', got {stop_on!r}")

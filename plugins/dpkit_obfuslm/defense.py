@@ -33,7 +33,7 @@ class TrainParams(dpkit.Params):
 
     epochs: int = Field(2, ge=1, le=50, description="fine-tuning epochs (the most, with patience)")
     patience: int | None = Field(None, ge=1, description="stop fine-tuning once the validation "
-                                 "loss has not improved for this many epochs and keep the best "
+                                 "stop_on has not improved for this many epochs and keep the best "
                                  "epoch's parameters; None: train every epoch")
     stop_on: Literal["loss", "accuracy"] = Field("loss", description="what patience watches on "
                                                  "the validation texts: cross-entropy or "
