@@ -44,8 +44,8 @@ class TrainingCurve:
     A loss that was not measured at a point is ``nan``; ``unit`` says what a step counts.
     ``solver_converged`` is set by components fitted with a solver that has its own stopping
     rule (L-BFGS's gradient tolerance): :func:`converged` then takes the solver's word.
-    ``val_metric`` holds a validation metric named ``val_metric_name`` (higher is better, e.g.
-    AUC) where the loop measured one; ``best_step`` / ``stopped_early`` are set by
+    ``val_metric`` holds a validation metric named ``val_metric_name`` (e.g. AUC; its name says
+    which way is better) where the loop measured one; ``best_step`` / ``stopped_early`` are set by
     :meth:`EarlyStopping.mark`.
     """
 

@@ -82,7 +82,20 @@ class TeacherParams(CorpusParams):
     threshold_votes: float = Field(5.0, ge=0)
     share_threshold: float = Field(0.2, ge=0)
     share_votes: float = Field(0.2, gt=0)
+    teacher_epochs: int | None = Field(None, ge=1, description=(
+        "epochs of each teacher (at most, with teacher_patience); None: `epochs`, as the public "
+        "and non-private skip-grams"))
+    teacher_patience: int | None = Field(None, ge=1, description=(
+        "stop each teacher once the loss of documents held out of its own shard has not improved "
+        "for this many epochs (of at most `epochs`) and keep its best epoch; None trains `epochs`"))
+    teacher_holdout_share: float = Field(0.1, gt=0, lt=1, description=(
+        "share of each teacher's shard held out to stop on when teacher_patience is set"))
     student_epochs: int = Field(20, ge=1)
+    student_patience: int | None = Field(None, ge=1, description=(
+        "stop the student once its loss on held-out released answers has not improved for this "
+        "many epochs and keep its best epoch (the start included); None trains student_epochs"))
+    student_holdout_share: float = Field(0.1, gt=0, lt=1, description=(
+        "share of the answered queries held out to stop on when student_patience is set"))
     student_lr: float = Field(0.02, gt=0)
     student_batch: int = Field(512, ge=1)
     output_loss: Literal["squared", "cross_entropy"] = "squared"
@@ -146,7 +159,8 @@ class DpedDefense(dpkit.Component):
             batch_size=p.student_batch, hidden_weight=getattr(p, "hidden_weight", 0.0),
             loss_kind=p.output_loss, generator=ctx.generator("dped-student"),
             init=reference if p.student_init == "public" else None,
-            validation=tuple(x.to(ctx.device) for x in setup.validation))
+            validation=tuple(x.to(ctx.device) for x in setup.validation),
+            patience=p.student_patience, holdout_share=p.student_holdout_share)
         metrics = evaluate(ctx, setup, student, p)
         metrics.update(target_epsilon=p.target_epsilon, num_queries=p.num_queries,
                        abstain_share=agg.abstain_share, sigma_votes=plan.sigma_votes,

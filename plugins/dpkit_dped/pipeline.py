@@ -125,20 +125,38 @@ def nonprivate_model(ctx, setup: Setup, p) -> WordModel:
 
 
 def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
-    """N teachers, each trained on its own disjoint shard of the private corpus."""
+    """N teachers, each trained on its own disjoint shard of the private corpus.
+
+    They train ``teacher_epochs`` (default: ``epochs``, as every other skip-gram). With
+    ``teacher_patience`` set, each teacher holds out ``teacher_holdout_share`` of its own shard's
+    documents and stops on their loss: a document still reaches exactly one teacher, so the
+    aggregation's sensitivity is unchanged.
+    """
     shard_seed = ctx.numpy_seed("dped-shards")
-    key = cache_key("teachers", setup.key, p.teachers, *training_settings(p), shard_seed)
+    patience = getattr(p, "teacher_patience", None)
+    epochs = getattr(p, "teacher_epochs", None) or p.epochs
+    stopping = () if patience is None else ("stop", patience, p.teacher_holdout_share)
+    if epochs != p.epochs:
+        stopping += ("epochs", epochs)
+    key = cache_key("teachers", setup.key, p.teachers, *training_settings(p), shard_seed, *stopping)
     folder = ctx.artifact_dir("dped", key)
 
     def build() -> list[WordModel]:
         shards = partition(setup.private_texts, p.teachers, shard_seed)
         out = []
         for i, shard in enumerate(shards):
-            ctx.say(f"training teacher {i + 1}/{p.teachers} on {len(shard)} documents")
-            sents = sentences([setup.private_texts[j] for j in shard], setup.vocab)
-            out.append(train_gensim(sents, setup.vocab, validation=setup.validation,
-                                    component=f"teacher {i + 1}",
-                                    **gensim_kwargs(p, ctx, "dped-teachers")))
+            texts, holdout = [setup.private_texts[j] for j in shard], None
+            if patience is not None:
+                texts, aside = split_validation(texts, p.teacher_holdout_share,
+                                                ctx.numpy_seed(f"dped-teacher-holdout-{i}"))
+                rng = np.random.default_rng(ctx.numpy_seed(f"dped-teacher-pairs-{i}"))
+                holdout = skipgram_pairs(encode(aside, setup.vocab), p.window, p.validation_pairs,
+                                         rng)
+            ctx.say(f"training teacher {i + 1}/{p.teachers} on {len(texts)} documents")
+            out.append(train_gensim(sentences(texts, setup.vocab), setup.vocab,
+                                    validation=setup.validation, component=f"teacher {i + 1}",
+                                    patience=patience, holdout=holdout,
+                                    **{**gensim_kwargs(p, ctx, "dped-teachers"), "epochs": epochs}))
         return out
 
     return [t.to(ctx.device) for t in cached_models(folder, build)]

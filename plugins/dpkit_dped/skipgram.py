@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from dpkit.cache import process_cache
-from dpkit.training import TrainingCurve
+from dpkit.training import EarlyStopping, TrainingCurve
 from dpkit_dped.corpus import Vocabulary
 
 
@@ -71,7 +71,8 @@ def validation_loss(vectors: np.ndarray, out_vectors: np.ndarray, pairs, chunk: 
 
 def train_gensim(sents: list[list[str]], vocab: Vocabulary, *, dim: int, window: int, epochs: int,
                  negative: int, seed: int, workers: int = 1, validation=None,
-                 component: str = "skip-gram", probe_pairs: int = 5000) -> WordModel:
+                 component: str = "skip-gram", probe_pairs: int = 5000,
+                 patience: int | None = None, holdout=None) -> WordModel:
     """Skip-gram with negative sampling (gensim, in C) on ``sents``, vocabulary fixed to ``vocab``.
 
     The vocabulary and its subsampling counts come from the public corpus, so nothing about the
@@ -80,6 +81,11 @@ def train_gensim(sents: list[list[str]], vocab: Vocabulary, *, dim: int, window:
     The returned model carries its per-epoch curve: the mean full-softmax cross-entropy of up to
     ``probe_pairs`` (center, context) pairs drawn from ``sents`` (training loss; gensim's own loss
     counter is cumulative float32 and unreliable) and of the ``validation`` id pairs when given.
+
+    With ``patience``, training runs epoch by epoch on gensim's linear learning-rate schedule and
+    stops once the loss of the ``holdout`` id pairs has not improved for ``patience`` epochs,
+    keeping the best epoch's vectors; the curve's validation loss is then the holdout loss and the
+    ``validation`` loss is recorded as its ``val_metric`` (a diagnostic, never used to stop).
     """
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
@@ -103,12 +109,48 @@ def train_gensim(sents: list[list[str]], vocab: Vocabulary, *, dim: int, window:
             curve.add(len(curve.steps) + 1, validation_loss(vec, out, probe),
                       math.nan if validation is None else validation_loss(vec, out, validation))
 
+    if total and probe is not None and patience is not None:
+        return _train_stopping(model, sents, total, order, epochs, patience, probe, holdout,
+                               validation, curve)
     if total and probe is not None:
         model.train(sents, total_examples=len(sents), total_words=total, epochs=epochs,
                     callbacks=[Record()])
     vectors = torch.from_numpy(np.ascontiguousarray(model.wv.vectors[order], dtype=np.float32))
     out = torch.from_numpy(np.ascontiguousarray(model.syn1neg[order], dtype=np.float32))
     return WordModel(vectors, out, curve=curve)
+
+
+def _train_stopping(model, sents, total: int, order: list[int], epochs: int, patience: int,
+                    probe, holdout, validation, curve: TrainingCurve) -> WordModel:
+    """Epoch-by-epoch training that keeps the vectors of the best ``holdout`` loss."""
+    if holdout is None or len(holdout[0]) == 0:
+        raise ValueError("early stopping a skip-gram needs holdout (center, context) pairs; hold "
+                         "out documents the stopping loss can be measured on, or set patience to None")
+    stopper = EarlyStopping(patience)
+    start, end = model.alpha, model.min_alpha
+    best: tuple[np.ndarray, np.ndarray] | None = None
+    for epoch in range(epochs):
+        model.train(sents, total_examples=len(sents), total_words=total, epochs=1,
+                    start_alpha=start - (start - end) * epoch / epochs,
+                    end_alpha=start - (start - end) * (epoch + 1) / epochs)
+        vec, out = model.wv.vectors[order], model.syn1neg[order]
+        held = validation_loss(vec, out, holdout)
+        curve.add(epoch + 1, validation_loss(vec, out, probe), held,
+                  math.nan if validation is None else validation_loss(vec, out, validation))
+        kept = stopper.best_step
+        stop = stopper.update(epoch + 1, held)
+        if stopper.best_step != kept:
+            best = (vec.copy(), out.copy())
+        if stop:
+            break
+    stopper.mark(curve)
+    if validation is not None:
+        curve.val_metric_name = "private_validation_log_perplexity (diagnostic)"
+    else:
+        curve.val_metric = []
+    assert best is not None
+    return WordModel(torch.from_numpy(np.ascontiguousarray(best[0], dtype=np.float32)),
+                     torch.from_numpy(np.ascontiguousarray(best[1], dtype=np.float32)), curve=curve)
 
 
 def cache_key(*parts: object) -> str:

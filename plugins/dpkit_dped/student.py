@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from dpkit.training import TrainingCurve
+from dpkit.training import EarlyStopping, TrainingCurve
 from dpkit_dped.evaluation import perplexity
 from dpkit_dped.skipgram import WordModel
 
@@ -52,36 +52,79 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, labels: torch.
                   vocab_size: int, dim: int, epochs: int, lr: float, batch_size: int,
                   hidden_weight: float, loss_kind: str, generator: torch.Generator,
                   init: WordModel | None = None,
-                  validation: tuple[torch.Tensor, torch.Tensor] | None = None) -> WordModel:
+                  validation: tuple[torch.Tensor, torch.Tensor] | None = None,
+                  patience: int | None = None, holdout_share: float = 0.1) -> WordModel:
     """Minimize Eq. 3 — ‖h_S(x) − H̃(x)‖² + L_out(y_S(x), ŷ(x)) — over the answered queries.
 
     ``hidden`` is ``None`` for the labels-only (PATE) student. Queries never answered keep their
-    initial vectors: random, or ``init``'s (the public model: input and output layer). The
-    model's curve holds the mean Eq. 3 loss of each epoch and, when ``validation`` (center,
-    context) pairs are given, their log perplexity after the epoch.
+    initial vectors: random, or ``init``'s (the public model: input and output layer).
+
+    With ``patience`` set, ``holdout_share`` of the answered queries is held out of training and
+    the loop stops once their Eq. 3 loss has not improved for ``patience`` epochs, keeping the best
+    epoch's parameters — the start (epoch 0) included, so a student that only gets worse keeps its
+    initial vectors. Those held-out answers are noisy releases already on the ledger, so stopping
+    on them is post-processing; ``validation`` (private documents set aside) is never used to
+    choose anything. The model's curve holds, per epoch, the mean Eq. 3 training loss, the
+    held-out answers' loss as its validation loss (when stopping) and the log perplexity of the
+    ``validation`` (center, context) pairs as a diagnostic: as ``val_metric`` when stopping, else
+    as the validation loss.
     """
+    if patience is not None and not 0 < holdout_share < 1:
+        raise ValueError(f"holdout_share must lie in (0, 1) to stop early, got {holdout_share}")
     student = SkipGramStudent(vocab_size, dim, generator, init)
     opt = torch.optim.Adam(student.parameters(), lr=lr)
     curve = TrainingCurve("student")
-    n = len(ids)
+    fit, held = torch.arange(len(ids), device=ids.device), None
+    if patience is not None:
+        order = torch.randperm(len(ids), generator=generator, device=generator.device).to(ids.device)
+        cut = round(holdout_share * len(ids))
+        fit, held = order[cut:], order[:cut]
+        if len(held) == 0 or len(fit) == 0:
+            raise ValueError(f"early stopping holds out {holdout_share:.0%} of {len(ids)} answered "
+                             "queries, which leaves no queries to train or to validate on; raise "
+                             "num_queries or set student_patience to None")
+        curve.val_metric_name = "private_validation_log_perplexity (diagnostic)"
+
+    def eq3(rows: torch.Tensor) -> torch.Tensor:
+        h, logits = student(ids[rows])
+        loss = output_loss(logits, labels[rows], loss_kind)
+        if hidden is not None:
+            loss = loss + hidden_weight * ((h - hidden[rows]) ** 2).sum(dim=-1).mean()
+        return loss
+
+    def diagnostic() -> float:
+        if validation is None:
+            return math.nan
+        with torch.no_grad():
+            return math.log(perplexity(student.to_word_model(), *validation))
+
+    stopper = EarlyStopping(patience) if patience is not None else None
+    if stopper is not None and held is not None:
+        with torch.no_grad():
+            start = float(eq3(held))
+            curve.add(0, float(eq3(fit)), start, diagnostic())
+        stopper.update(0, start, student)
+    n = len(fit)
     for epoch in range(epochs if n else 0):
-        order = torch.randperm(n, generator=generator, device=generator.device)
+        order = fit[torch.randperm(n, generator=generator, device=generator.device).to(fit.device)]
         total = 0.0
         for s in range(0, n, batch_size):
-            batch = order[s:s + batch_size]
-            h, logits = student(ids[batch])
-            loss = output_loss(logits, labels[batch], loss_kind)
-            if hidden is not None:
-                loss = loss + hidden_weight * ((h - hidden[batch]) ** 2).sum(dim=-1).mean()
+            loss = eq3(order[s:s + batch_size])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total += float(loss.detach()) * len(batch)
-        val = math.nan
-        if validation is not None:
-            with torch.no_grad():
-                val = math.log(perplexity(student.to_word_model(), *validation))
-        curve.add(epoch + 1, total / n, val)
+            total += float(loss.detach()) * min(batch_size, n - s)
+        if stopper is None or held is None:
+            curve.add(epoch + 1, total / n, diagnostic())
+            continue
+        with torch.no_grad():
+            held_loss = float(eq3(held))
+        curve.add(epoch + 1, total / n, held_loss, diagnostic())
+        if stopper.update(epoch + 1, held_loss, student):
+            break
+    if stopper is not None:
+        stopper.restore(student)
+        stopper.mark(curve)
     model = student.to_word_model()
     model.curve = curve
     return model

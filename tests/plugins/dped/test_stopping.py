@@ -1,0 +1,106 @@
+"""Early stopping of DPED's students and teachers: on free or own-shard data, never the private split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from dpkit_dped.corpus import build_vocabulary, encode, sentences, skipgram_pairs
+from dpkit_dped.defenses import DpedDefense
+from dpkit_dped.pipeline import prepare, teacher_models
+from dpkit_dped.skipgram import WordModel, train_gensim
+from dpkit_dped.student import train_student
+from pydantic import ValidationError
+
+from dpkit.data.types import TextDataset, TextSplit
+
+from .conftest import TEACHER, make_texts, tiny_dataset
+
+V, D = 20, 8
+
+
+def answers(seed: int = 0, n: int = 40):
+    """Random released answers: query ids, noisy hidden vectors, vote labels."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randperm(V, generator=g).repeat(2)[:n]
+    return ids, torch.randn(n, D, generator=g), torch.randint(0, V, (n,), generator=g)
+
+
+def student(validation, *, labels=None, init=None, patience=2, lr=0.05):
+    ids, hidden, drawn = answers()
+    return train_student(ids, hidden, drawn if labels is None else labels, vocab_size=V, dim=D,
+                         epochs=30, lr=lr, batch_size=8, hidden_weight=1.0, loss_kind="squared",
+                         generator=torch.Generator().manual_seed(1), init=init,
+                         validation=validation, patience=patience, holdout_share=0.25)
+
+
+def test_the_private_validation_split_never_chooses_the_student():
+    g = torch.Generator().manual_seed(5)
+    one = (torch.randint(0, V, (50,), generator=g), torch.randint(0, V, (50,), generator=g))
+    other = (torch.randint(0, V, (50,), generator=g), torch.randint(0, V, (50,), generator=g))
+    a, b = student(one), student(other)
+    assert torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
+    assert a.curve.best_step == b.curve.best_step and a.curve.val_metric != b.curve.val_metric
+    assert a.curve.stopped_early is not None and a.curve.steps[0] == 0
+
+
+def test_a_student_that_only_gets_worse_keeps_its_start():
+    ids, _, _ = answers()
+    vectors = torch.eye(V, D) * 5
+    out = torch.zeros(V, D)
+    out[:D] = torch.eye(D) * 5  # word i (< D) predicts context i with a wide margin
+    start = WordModel(vectors, out, torch.zeros(V))
+    # labels the start already predicts for the held-out rows, contradicted on the trained ones
+    labels = torch.where(ids < D, ids, torch.zeros_like(ids))
+    flipped = labels.clone()
+    flipped[torch.arange(len(ids)) % 4 != 0] = (labels[torch.arange(len(ids)) % 4 != 0] + 1) % D
+    model = student(None, labels=flipped, init=start, lr=0.5)
+    held = model.curve.val_loss
+    assert model.curve.best_step == 0 and held[0] < min(held[1:]) and model.curve.stopped_early
+    assert torch.equal(model.vectors, vectors) and torch.equal(model.out_vectors, out)
+
+
+def test_students_without_patience_train_every_epoch():
+    model = student(None, patience=None)
+    assert model.curve.steps == list(range(1, 31)) and model.curve.stopped_early is None
+
+
+def test_stopping_params_are_validated():
+    with pytest.raises(ValidationError):
+        DpedDefense.Params.model_validate({**TEACHER, "student_patience": 0})
+    with pytest.raises(ValidationError):
+        DpedDefense.Params.model_validate({**TEACHER, "teacher_holdout_share": 1.0})
+    with pytest.raises(ValueError, match="holdout"):
+        train_gensim([["a", "b", "a"]], build_vocabulary(["a b"], 5, 1), dim=4, window=1,
+                     epochs=2, negative=1, seed=0, patience=1, holdout=None)
+
+
+def test_skipgram_stops_on_its_holdout_and_ignores_the_diagnostic_split():
+    texts, _ = make_texts(60, seed=4)
+    vocab = build_vocabulary(texts, 30, 1)
+    sents, rng = sentences(texts[:50], vocab), np.random.default_rng(0)
+    holdout = skipgram_pairs(encode(texts[50:], vocab), 2, 400, rng)
+    diag = skipgram_pairs(encode(make_texts(10, seed=9)[0], vocab), 2, 400, rng)
+    kw = dict(dim=8, window=2, epochs=8, negative=3, seed=0, patience=2, holdout=holdout)
+    a = train_gensim(sents, vocab, validation=diag, **kw)
+    b = train_gensim(sents, vocab, validation=None, **kw)
+    assert torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
+    best = a.curve.best_step
+    assert best == 1 + int(np.argmin(a.curve.val_loss)) and a.curve.stopped_early is not None
+    assert len(a.curve.val_metric) == len(a.curve.steps) and not b.curve.val_metric
+
+
+def test_stopping_teachers_still_change_one_teacher_per_document(make_ctx):
+    base = tiny_dataset("p", 160, 30, seed=0)
+    train = list(base["train"].texts)
+    fewer = TextDataset("p", {"train": TextSplit(train[:-1]), "test": base["test"]})
+    p = DpedDefense.Params.model_validate({**TEACHER, "epochs": 4, "teacher_patience": 1,
+                                           "teacher_holdout_share": 0.2})
+    models = []
+    for data in (base, fewer):
+        ctx = make_ctx(data)
+        models.append(teacher_models(ctx, prepare(ctx, p), p))
+    same = [torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
+            for a, b in zip(*models)]
+    assert same.count(False) == 1, same
+    assert all(t.curve.best_step is not None for t in models[0])
