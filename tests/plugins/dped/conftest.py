@@ -82,3 +82,19 @@ def make_ctx(tmp_path):
                           cache_dir=tmp_path / "cache")
 
     return build
+
+
+def teachers_changed_by_one_document(make_ctx, params, n_train: int = 120) -> tuple[list[bool], list]:
+    """Which teachers stay identical when the last private training document is removed, and the
+    teachers of the full corpus."""
+    from dpkit_dped.pipeline import prepare, teacher_models
+
+    base = tiny_dataset("p", n_train, 30, seed=0)
+    fewer = TextDataset("p", {"train": TextSplit(list(base["train"].texts)[:-1]), "test": base["test"]})
+    models = []
+    for data in (base, fewer):
+        ctx = make_ctx(data)
+        models.append(teacher_models(ctx, prepare(ctx, params), params))
+    same = [torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
+            for a, b in zip(*models)]
+    return same, models[0]

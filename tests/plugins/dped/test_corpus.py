@@ -14,11 +14,9 @@ from dpkit_dped.corpus import (
     tokenize,
 )
 from dpkit_dped.defenses import DpedDefense
-from dpkit_dped.pipeline import prepare, teacher_models
 
-from dpkit.data.types import TextDataset, TextSplit
 
-from .conftest import TEACHER, make_texts, tiny_dataset
+from .conftest import TEACHER, make_texts, teachers_changed_by_one_document
 
 
 def test_removing_one_document_changes_only_its_shard():
@@ -50,16 +48,7 @@ def test_skipgram_pairs_stay_within_window():
 
 
 def test_one_changed_document_changes_at_most_one_teacher(make_ctx):
-    base = tiny_dataset("p", 120, 30, seed=0)
-    train = list(base["train"].texts)
-    fewer = TextDataset("p", {"train": TextSplit(train[:-1]), "test": base["test"]})
-    p = DpedDefense.Params.model_validate(TEACHER)
-    models = []
-    for data in (base, fewer):
-        ctx = make_ctx(data)
-        models.append(teacher_models(ctx, prepare(ctx, p), p))
-    same = [torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
-            for a, b in zip(*models)]
+    same, _ = teachers_changed_by_one_document(make_ctx, DpedDefense.Params.model_validate(TEACHER))
     assert same.count(False) == 1, same
 
 

@@ -7,14 +7,12 @@ import pytest
 import torch
 from dpkit_dped.corpus import build_vocabulary, encode, sentences, skipgram_pairs
 from dpkit_dped.defenses import DpedDefense
-from dpkit_dped.pipeline import prepare, teacher_models
 from dpkit_dped.skipgram import WordModel, train_gensim
 from dpkit_dped.student import train_student
 from pydantic import ValidationError
 
-from dpkit.data.types import TextDataset, TextSplit
 
-from .conftest import TEACHER, make_texts, tiny_dataset
+from .conftest import TEACHER, make_texts, teachers_changed_by_one_document
 
 V, D = 20, 8
 
@@ -91,16 +89,8 @@ def test_skipgram_stops_on_its_holdout_and_ignores_the_diagnostic_split():
 
 
 def test_stopping_teachers_still_change_one_teacher_per_document(make_ctx):
-    base = tiny_dataset("p", 160, 30, seed=0)
-    train = list(base["train"].texts)
-    fewer = TextDataset("p", {"train": TextSplit(train[:-1]), "test": base["test"]})
     p = DpedDefense.Params.model_validate({**TEACHER, "epochs": 4, "teacher_patience": 1,
                                            "teacher_holdout_share": 0.2})
-    models = []
-    for data in (base, fewer):
-        ctx = make_ctx(data)
-        models.append(teacher_models(ctx, prepare(ctx, p), p))
-    same = [torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
-            for a, b in zip(*models)]
+    same, teachers = teachers_changed_by_one_document(make_ctx, p, n_train=160)
     assert same.count(False) == 1, same
-    assert all(t.curve.best_step is not None for t in models[0])
+    assert all(t.curve.best_step is not None for t in teachers)
