@@ -3,8 +3,9 @@
 ``python -m dpkit_dped.summary runs/dped`` prints, as markdown:
 
 - the headline metric (held-out perplexity on the private corpus's test split, lower is better)
-  per method and target ε, with the public-only floor and the non-private ceiling and every
-  cell's convergence flag;
+  per method and target ε, with the public-only floor and the non-private ceiling, every
+  cell's convergence flag and, where the method's training stopped early, how many cells kept
+  their start (``best_step`` 0: the student learned nothing that its stopping data rewarded);
 - per method, the **crossover ε**: the smallest swept ε at which the method beats the public-only
   floor — its mean below the floor's, and with two or more seeds the upper end of its two-sided
   95 % t-interval too;
@@ -90,8 +91,8 @@ def headline_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
     floor = statistics.fmean(r["metrics"][metric] for r in floor_rows)
     epsilons = sorted({e for cells in groups.values() for e in cells if math.isfinite(e)})
     columns = " | ".join(f"ε={fmt(e)}" for e in epsilons)
-    lines = [f"| method | {columns} | crossover ε | not converged |",
-             "|---" * (len(epsilons) + 3) + "|"]
+    lines = [f"| method | {columns} | crossover ε | not converged | kept its start |",
+             "|---" * (len(epsilons) + 4) + "|"]
     for label, cells in sorted(groups.items()):
         values = []
         for eps in epsilons if math.inf not in cells else [math.inf]:
@@ -99,10 +100,13 @@ def headline_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
             values.append(fmt(statistics.fmean(r["metrics"][metric] for r in runs)) if runs else "–")
         if math.inf in cells:
             values = values * len(epsilons)
-        stuck = sum(r["metrics"].get("converged", 1.0) < 1 for c in cells.values() for r in c)
+        runs = [r for c in cells.values() for r in c]
+        stuck = sum(r["metrics"].get("converged", 1.0) < 1 for r in runs)
+        stopped = [r["metrics"]["best_step"] for r in runs if "best_step" in r["metrics"]]
+        kept = f"{sum(b == 0 for b in stopped)} of {len(stopped)}" if stopped else "–"
         cross = "reference" if math.inf in cells else crossover(cells, floor, metric)
         cross = "none in range" if cross is None else (cross if isinstance(cross, str) else fmt(cross))
-        lines.append(f"| {label} | {' | '.join(values)} | {cross} | {stuck} |")
+        lines.append(f"| {label} | {' | '.join(values)} | {cross} | {stuck} | {kept} |")
     return lines
 
 
