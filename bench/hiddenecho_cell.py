@@ -1,18 +1,24 @@
-"""One HiddenEcho cell of ``specs/hiddenecho.yaml`` with and without the frozen blocks replayed.
+"""One HiddenEcho cell of ``specs/hiddenecho.yaml``: frozen blocks replayed or not, fp32 or bf16.
 
 Run: ``python -m bench.hiddenecho_cell [--epochs 4] [--train-examples N] [--test-examples N]``.
-Runs, at η = 60 and seed 0, with a fixed number of epochs (no early stopping, so both runs do
+Runs, at η = 60 and seed 0, with a fixed number of epochs (no early stopping, so all runs do
 the same work):
 
 1. the HiddenEcho cell with ``reuse_frozen: false`` (the 4 frozen blocks run every epoch);
 2. the same cell with ``reuse_frozen: true`` and an empty store (computed in epoch 1, replayed
    after);
 3. its −Res ablation right after (same seed and η, so the store is already warm: what later
-   cells of a spec get).
+   cells of a spec get);
+4. run 2 with ``precision: bf16`` (the server's blocks under bfloat16 autocast; its own store of
+   frozen-block states, empty at the start);
+5. run 3 with ``precision: bf16`` (the bf16 store warm).
 
-Prints wall and CPU seconds of each, the ratios 1 / 2 and 1 / 3, torch's thread count, the load
-average, and how far the replayed run's AUC and training losses are from the computed one's;
-writes JSON to ``bench/results/hiddenecho_cell.json``. Time it on a quiet machine.
+Prints wall and CPU seconds of each, the ratios 1 / 2, 1 / 3, 2 / 4 and 3 / 5, torch's thread
+count, whether the CPU reports bf16 instructions, the load average, how far the replayed run's
+AUC and training losses are from the computed one's, how far the bf16 run's are from the fp32
+one's (these differ by rounding, which changes the training trajectory), and whether the bf16
+run sent the same bytes; writes JSON to ``bench/results/hiddenecho_cell.json``. Time it on a
+quiet machine.
 """
 
 from __future__ import annotations
@@ -49,7 +55,8 @@ def timed_cell(cell) -> tuple[dict, float, float]:
 
 
 def main() -> None:
-    """Time the three cells; print and save the numbers."""
+    """Time the five cells; print and save the numbers."""
+    from bench.obfuslm_finetune import cpu_has_bf16
     from dpkit.cache import caches
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -67,10 +74,16 @@ def main() -> None:
         spec_cell("HiddenEcho", {**fixed, "reuse_frozen": False}))
     replayed, replayed_wall, replayed_cpu = timed_cell(spec_cell("HiddenEcho", fixed))
     _, shared_wall, shared_cpu = timed_cell(spec_cell("HiddenEcho -Res", fixed))
+    bf16 = {**fixed, "precision": "bf16"}  # a store of its own: empty at first, then warm
+    half, half_wall, half_cpu = timed_cell(spec_cell("HiddenEcho", bf16))
+    _, half_shared_wall, half_shared_cpu = timed_cell(spec_cell("HiddenEcho -Res", bf16))
     losses = zip(computed["training_curves"][0]["train_loss"],
                  replayed["training_curves"][0]["train_loss"])
+    half_losses = zip(replayed["training_curves"][0]["train_loss"],
+                      half["training_curves"][0]["train_loss"])
     result = {
-        "threads": torch.get_num_threads(), "load_average": os.getloadavg(), "fixed": fixed,
+        "threads": torch.get_num_threads(), "cpu_bf16": cpu_has_bf16(),
+        "load_average": os.getloadavg(), "fixed": fixed,
         "computed_wall_s": round(computed_wall, 1), "computed_cpu_s": round(computed_cpu, 1),
         "replayed_wall_s": round(replayed_wall, 1), "replayed_cpu_s": round(replayed_cpu, 1),
         "shared_store_res_wall_s": round(shared_wall, 1),
@@ -79,9 +92,17 @@ def main() -> None:
         "computed_over_shared_wall": round(computed_wall / shared_wall, 3),
         "auc_difference": abs(computed["metrics"]["auc"] - replayed["metrics"]["auc"]),
         "max_train_loss_difference": max(abs(a - b) for a, b in losses),
+        "bf16_wall_s": round(half_wall, 1), "bf16_cpu_s": round(half_cpu, 1),
+        "bf16_shared_store_res_wall_s": round(half_shared_wall, 1),
+        "bf16_shared_store_res_cpu_s": round(half_shared_cpu, 1),
+        "replayed_over_bf16_wall": round(replayed_wall / half_wall, 3),
+        "shared_over_bf16_shared_wall": round(shared_wall / half_shared_wall, 3),
+        "bf16_auc_difference": abs(replayed["metrics"]["auc"] - half["metrics"]["auc"]),
+        "bf16_max_train_loss_difference": max(abs(a - b) for a, b in half_losses),
+        "bf16_same_bytes": half["wire_bytes"] == replayed["wire_bytes"],
     }
     for key, value in result.items():
-        print(f"{key:>28}: {value}")
+        print(f"{key:>32}: {value}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
 

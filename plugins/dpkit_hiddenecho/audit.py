@@ -44,7 +44,7 @@ class HiddenEchoCanaryAudit(SplitCanaryAudit):
         layout = self.defense.layout(model, data, ctx)
         pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
         proto = SplitProtocol(model, layout, 2, pooling, ctx.wire,
-                              ctx.generator("hiddenecho/mine", "cpu"))
+                              ctx.generator("hiddenecho/mine", "cpu"), precision=p.precision)
         proto.train(False)
         proto.predict(noisy, clean, mask)
         return float(p.eta)

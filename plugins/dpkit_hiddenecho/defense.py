@@ -111,7 +111,8 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
         attach_lora(work, p.lora_rank, p.lora_alpha, 0.0, p.lora_targets, p.lora_layers)
         pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
         proto = SplitProtocol(work, layout, n_classes, pooling, ctx.wire,
-                              ctx.generator("hiddenecho/mine", "cpu"), self.frozen_blocks(work))
+                              ctx.generator("hiddenecho/mine", "cpu"), self.frozen_blocks(work),
+                              precision=p.precision)
         metrics, curves = self.train(proto, fit, val, ctx)
         scores, truth = self.evaluate(proto, data["test"], ctx, model.special_token_ids())
         metrics.update(scores)
@@ -128,14 +129,16 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
 
     def frozen_blocks(self, work) -> FrozenBlockCache | None:
         """The blocks below the first adapter, run without dropout and (``reuse_frozen``) replayed
-        across epochs; None with ``frozen_dropout`` or when every block is adapted."""
+        across epochs, from a store shared by the cells with the same frozen weights and
+        ``precision``; None with ``frozen_dropout`` or when every block is adapted."""
         p = self.params
         n_frozen = 0 if p.lora_layers is None else max(work.num_layers - p.lora_layers, 0)
         if p.frozen_dropout or n_frozen == 0:
             return None
+        store = shared_store(work.server, n_frozen, p.precision) if p.reuse_frozen else None
         return FrozenBlockCache(work.server, transformer_blocks(work.server, work.num_layers),
-                                n_frozen, reuse=p.reuse_frozen,
-                                store=shared_store(work.server, n_frozen) if p.reuse_frozen else None)
+                                n_frozen, reuse=p.reuse_frozen, store=store,
+                                precision=p.precision)
 
     def evaluate(self, proto: SplitProtocol, split, ctx,
                  specials: torch.Tensor) -> tuple[dict[str, float], torch.Tensor]:

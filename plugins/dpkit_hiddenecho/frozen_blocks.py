@@ -8,6 +8,10 @@ later passes instead of running the blocks again. Cells of a spec that share the
 the noisy embeddings (HiddenEcho, its baselines and ablations at one seed and η) share the
 stored states through :func:`shared_store`. This is server-side computation only: what crosses
 the wire is unchanged.
+
+States computed under bfloat16 autocast (``precision="bf16"``) differ from fp32 ones by rounding,
+so every store holds one precision: :func:`shared_store` keeps one store per precision, and a
+cache refuses a store of the other precision and a forward run at a precision other than its own.
 """
 
 from __future__ import annotations
@@ -22,22 +26,45 @@ from torch import nn
 from dpkit.cache import content_key, process_cache
 
 MAX_STORED_BYTES = 4 * 2**30
+PRECISIONS = ("fp32", "bf16")
 _STORES = process_cache("hiddenecho.frozen_states", "per-example outputs of the frozen blocks "
-                        "below the LoRA adapters, by frozen weights and block count",
+                        "below the LoRA adapters, by frozen weights, block count and precision",
                         max_entries=2)
 
 
 class StateStore(dict):
-    """Example key -> that example's states after each frozen block; ``nbytes`` held in all."""
+    """Example key -> that example's states after each frozen block, all computed at
+    ``precision``; ``nbytes`` held in all."""
 
     nbytes: int = 0
 
+    def __init__(self, precision: str = "fp32") -> None:
+        super().__init__()
+        self.precision = _checked(precision)
 
-def shared_store(body: nn.Module, n_frozen: int) -> StateStore:
-    """The process-wide store for ``body``'s frozen weights and ``n_frozen`` (one per model)."""
+
+def _checked(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return precision
+
+
+def active_precision(device_type: str) -> str:
+    """``"bf16"`` inside bfloat16 autocast on ``device_type``, ``"fp32"`` outside autocast
+    (another autocast dtype is named by its torch dtype)."""
+    if not torch.is_autocast_enabled(device_type):
+        return "fp32"
+    dtype = torch.get_autocast_dtype(device_type)
+    return "bf16" if dtype == torch.bfloat16 else str(dtype)
+
+
+def shared_store(body: nn.Module, n_frozen: int, precision: str = "fp32") -> StateStore:
+    """The process-wide store for ``body``'s frozen weights, ``n_frozen`` and ``precision`` (one
+    per model and precision: fp32 and bf16 cells never share states)."""
     frozen = {name: p for name, p in body.named_parameters() if not p.requires_grad}
     frozen.update(dict(body.named_buffers()))
-    return _STORES.get_or_build((content_key(frozen), n_frozen), StateStore)
+    return _STORES.get_or_build((content_key(frozen), n_frozen, _checked(precision)),
+                                lambda: StateStore(precision))
 
 
 def example_keys(received: torch.Tensor, mask: torch.Tensor) -> list[bytes]:
@@ -59,15 +86,22 @@ class FrozenBlockCache:
     ``reuse`` off it only keeps the blocks in evaluation mode). A forward
     outside :meth:`batch`, or one where some example of the batch is new, runs the blocks; a
     forward where every example was seen replays their stored states (zeros at padding
-    positions, which the attention mask hides from every later block).
+    positions, which the attention mask hides from every later block). ``precision`` is the
+    one the body runs at (``"bf16"``: under bfloat16 autocast); :meth:`batch` refuses a forward
+    at another one, and ``store`` must hold states of that precision.
     """
 
     def __init__(self, body: nn.Module, blocks: nn.ModuleList, n_frozen: int,
                  reuse: bool = True, store: StateStore | None = None,
-                 max_bytes: int = MAX_STORED_BYTES) -> None:
+                 max_bytes: int = MAX_STORED_BYTES, precision: str = "fp32") -> None:
         if not 0 < n_frozen <= len(blocks):
             raise ValueError(f"FrozenBlockCache needs 0 < n_frozen ≤ {len(blocks)} blocks, got "
                              f"{n_frozen}")
+        self.precision = _checked(precision)
+        if store is not None and store.precision != precision:
+            raise ValueError(f"FrozenBlockCache at precision {precision!r} was given a store of "
+                             f"{store.precision!r} states; use shared_store(..., precision="
+                             f"{precision!r})")
         self.blocks = list(blocks)[:n_frozen]
         adapted = {id(m) for block in list(blocks)[n_frozen:] for m in block.modules()}
         # the embedding layer's dropout feeds the first block, so it must be off as well
@@ -78,7 +112,7 @@ class FrozenBlockCache:
                 raise ValueError("FrozenBlockCache: a block below the adapters has trainable "
                                  "parameters, so its outputs change during training; cache "
                                  "only frozen blocks")
-        self.store = StateStore() if store is None else store
+        self.store = StateStore(precision) if store is None else store
         self.max_bytes = max_bytes
         self.keys: list[bytes] | None = None
         self.masks = torch.zeros(0, 0, dtype=torch.bool)
@@ -103,6 +137,11 @@ class FrozenBlockCache:
         if not self.reuse:
             yield
             return
+        active = active_precision(received.device.type)
+        if active != self.precision:
+            raise RuntimeError(f"FrozenBlockCache holds {self.precision} states but the body "
+                               f"runs at {active}; run the forward at the cache's precision "
+                               "(bf16: inside torch.autocast(..., dtype=torch.bfloat16))")
         self.keys, self.masks = example_keys(received, mask), mask.bool()
         n = len(self.blocks)
         self.replay = (not self.disabled and not any(b.training for b in self.blocks)
@@ -139,7 +178,9 @@ class FrozenBlockCache:
         return cached_forward
 
     def _replay(self, index: int, hidden_states: torch.Tensor, keys: list[bytes]):
-        out = hidden_states.new_zeros(hidden_states.shape)
+        # in the stored dtype: the block's output dtype when it was computed
+        dtype = self.store[keys[0]][index].dtype if keys else None
+        out = hidden_states.new_zeros(hidden_states.shape, dtype=dtype)
         for row, (key, real) in enumerate(zip(keys, self.masks)):
             out[row, real] = self.store[key][index]
         return (out,) if self.as_tuple else out

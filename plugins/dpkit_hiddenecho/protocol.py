@@ -60,13 +60,23 @@ class ServerModules(nn.Module):
 
 
 class SplitProtocol:
-    """Client and server parts of one HiddenEcho deployment talking only through ``wire``."""
+    """Client and server parts of one HiddenEcho deployment talking only through ``wire``.
+
+    ``precision="bf16"`` runs the server's transformer blocks under bfloat16 autocast; everything
+    else (weights, the server's down maps, the client modules, the critics, the losses) and every
+    tensor that crosses the wire stays fp32.
+    """
 
     def __init__(self, model, layout: Layout, n_classes: int, pooling: str,
                  wire: Wire, generator: torch.Generator,
-                 frozen: FrozenBlockCache | None = None) -> None:
+                 frozen: FrozenBlockCache | None = None, precision: str = "fp32") -> None:
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+        if frozen is not None and frozen.precision != precision:
+            raise ValueError(f"the frozen-block cache is at precision {frozen.precision!r}, the "
+                             f"protocol at {precision!r}; build both with the same one")
         self.model, self.layout, self.wire, self.generator = model, layout, wire, generator
-        self.frozen = frozen
+        self.frozen, self.precision = frozen, precision
         dim = model.hidden_size
         self.client = ClientModules(layout, dim, n_classes, pooling).to(model.device)
         self.server = ServerModules(layout, dim).to(model.device)
@@ -88,13 +98,16 @@ class SplitProtocol:
             self.frozen.evaluation_mode()
 
     def server_forward(self, noisy: torch.Tensor, mask: torch.Tensor):
-        """Server: run the body on the received noisy embeddings; returns states to send."""
-        if self.frozen is None:
-            states = block_outputs(self.model, noisy, mask.long())
-        else:
-            with self.frozen.batch(noisy, mask):
+        """Server: run the body on the received noisy embeddings (under bfloat16 autocast with
+        ``precision="bf16"``); returns the fp32 states to send (down-sampled in fp32)."""
+        with torch.autocast(noisy.device.type, dtype=torch.bfloat16,
+                            enabled=self.precision == "bf16"):
+            if self.frozen is None:
                 states = block_outputs(self.model, noisy, mask.long())
-        chosen = [states[i] for i in self.layout.layers]
+            else:
+                with self.frozen.batch(noisy, mask):
+                    states = block_outputs(self.model, noisy, mask.long())
+        chosen = [states[i].float() for i in self.layout.layers]
         return self.server.down(chosen) if self.server.down is not None else chosen
 
     def client_forward(self, clean: torch.Tensor, received: list[torch.Tensor],

@@ -1,5 +1,6 @@
 """End-to-end smoke of hiddenecho / hiddenecho_full / hiddenecho_ldp on a tiny encoder."""
 
+import math
 import random
 
 import pytest
@@ -121,6 +122,35 @@ def test_runs_on_a_causal_decoder_with_last_token_pooling():
     m = result.metrics
     assert m["layers_sent"] == 2 and m["width_sent"] == 8 and 0.0 <= m["auc"] <= 1.0
     assert result.wire_bytes["train_up_gradients"] > 0  # LoRA found the decoder's projections
+
+
+@pytest.mark.parametrize("name,params", [
+    ("hiddenecho", HE), ("hiddenecho_full", {**HE, "reduction_factor": 4}),
+    ("hiddenecho_ldp", SMALL)])
+def test_a_bf16_cell_is_close_to_fp32_and_sends_and_spends_the_same(setup, name, params):
+    cells = {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        cells[precision] = run(setup, name, {**params, "epochs": 2, "lora_layers": 2,
+                                             "precision": precision})
+    (fp32, fp32_ctx), (bf16, bf16_ctx) = cells["fp32"], cells["bf16"]
+    curve, reference = bf16.training_curves[0], fp32.training_curves[0]
+    losses = curve["train_loss"] + curve["val_loss"]
+    assert all(math.isfinite(x) for x in losses) and math.isfinite(bf16.metrics["auc"])
+    # rounding of the body only: a few 1e-5 on the tiny encoder, and not nothing
+    assert losses != reference["train_loss"] + reference["val_loss"]
+    torch.testing.assert_close(losses, reference["train_loss"] + reference["val_loss"],
+                               atol=1e-3, rtol=0)
+    assert bf16.metrics["auc"] == pytest.approx(fp32.metrics["auc"], abs=0.05)
+    # the wire and the ledger do not see the precision
+    assert bf16.wire_bytes == fp32.wire_bytes
+    assert {k: v for k, v in bf16.metrics.items() if "bytes" in k or k == "ep"} == {
+        k: v for k, v in fp32.metrics.items() if "bytes" in k or k == "ep"}
+    assert bf16_ctx.ledger.summary() == fp32_ctx.ledger.summary()
+    assert bf16_ctx.ledger.spends == fp32_ctx.ledger.spends
+    assert bf16.view.observed["embeddings"].dtype == torch.float32
+    torch.testing.assert_close(bf16.view.observed["embeddings"],
+                               fp32.view.observed["embeddings"], atol=0, rtol=0)
 
 
 class TestHiddenEchoContract(DefenseContract):

@@ -6,7 +6,8 @@ import torch
 from dpkit.models import tiny_encoder
 from dpkit.plugins import get_registry
 from dpkit_hiddenecho import protocol as protocol_module
-from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache, example_keys
+from dpkit.cache import caches
+from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache, StateStore, example_keys, shared_store
 from dpkit_hiddenecho.server import attach_lora, block_outputs, private_copy, transformer_blocks
 
 from .test_defense import HE, SMALL, run, toy_dataset
@@ -181,3 +182,81 @@ def test_keys_see_where_the_real_positions_are():
     shifted = torch.cat([torch.zeros(1, 1, 32), noisy], 1)
     shifted_mask = torch.cat([torch.zeros(1, 1, dtype=torch.bool), mask], 1)
     assert example_keys(noisy, mask) != example_keys(shifted, shifted_mask)
+
+
+def bf16_forward(model, noisy, mask, cache=None):
+    """The body's block outputs under bfloat16 autocast (through ``cache`` when given)."""
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        if cache is None:
+            return block_outputs(model, noisy, mask.long())
+        with cache.batch(noisy, mask):
+            return block_outputs(model, noisy, mask.long())
+
+
+def test_stores_are_kept_per_precision():
+    model = lora_model()
+    fp32, bf16 = (shared_store(model.server, 2, p) for p in ("fp32", "bf16"))
+    assert fp32 is not bf16 and (fp32.precision, bf16.precision) == ("fp32", "bf16")
+    assert shared_store(model.server, 2, "bf16") is bf16
+    with pytest.raises(ValueError, match="precision must be one of"):
+        shared_store(model.server, 2, "fp16")
+
+
+def test_a_cache_refuses_a_store_or_a_forward_of_another_precision():
+    noisy, mask = noisy_batch()
+    model = lora_model()
+    blocks = transformer_blocks(model.server, 3)
+    with pytest.raises(ValueError, match="bf16' was given a store of 'fp32' states"):
+        FrozenBlockCache(model.server, blocks, 2, store=StateStore("fp32"), precision="bf16")
+    fp32 = FrozenBlockCache(model.server, blocks, 2)
+    with pytest.raises(RuntimeError, match="holds fp32 states but the body runs at bf16"):
+        bf16_forward(model, noisy, mask, fp32)
+    other = lora_model()
+    bf16 = FrozenBlockCache(other.server, transformer_blocks(other.server, 3), 2,
+                            precision="bf16")
+    with pytest.raises(RuntimeError, match="holds bf16 states but the body runs at fp32"):
+        with torch.no_grad(), bf16.batch(noisy, mask):
+            block_outputs(other, noisy, mask.long())
+    assert not fp32.store and not bf16.store  # nothing was stored by the refused forwards
+
+
+def test_bf16_states_are_replayed_as_computed_and_differ_from_fp32_ones():
+    noisy, mask = noisy_batch()
+    model = lora_model()
+    model.server.eval()
+    with torch.no_grad():
+        fp32 = block_outputs(model, noisy, mask.long())
+    reference = bf16_forward(model, noisy, mask)
+    cache = FrozenBlockCache(model.server, transformer_blocks(model.server, 3), 2,
+                             store=StateStore("bf16"), precision="bf16")
+    computed, replayed = (bf16_forward(model, noisy, mask, cache) for _ in range(2))
+    assert cache.misses == 5 and cache.hits == 5
+    real = mask.unsqueeze(-1)
+    for layer in range(3):
+        assert torch.equal(computed[layer] * real, reference[layer] * real)
+        assert torch.equal(replayed[layer] * real, reference[layer] * real)
+        assert replayed[layer].dtype == reference[layer].dtype
+    # far enough from fp32 that replaying one precision's states in the other would show
+    assert not torch.allclose(reference[2] * real, fp32[2] * real, atol=1e-5, rtol=1e-5)
+
+
+def test_fp32_and_bf16_cells_keep_their_own_stored_states(setup, monkeypatch):
+    caches()["hiddenecho.frozen_states"].clear()
+    made, results = captured_protocols(monkeypatch), []
+    for precision, reuse in (("fp32", True), ("bf16", True), ("bf16", False)):
+        torch.manual_seed(0)
+        results.append(run(setup, "hiddenecho_ldp", {**SMALL, "lora_layers": 1, "epochs": 2,
+                                                     "reuse_frozen": reuse,
+                                                     "precision": precision})[0])
+    fp32, bf16, _ = made
+    assert (fp32.frozen.store.precision, bf16.frozen.store.precision) == ("fp32", "bf16")
+    assert bf16.frozen.store is not fp32.frozen.store
+    assert len(bf16.frozen.store) == len(fp32.frozen.store) > 0
+    # the bf16 cell computed its own states in epoch 1 (none from the fp32 cell's store) and
+    # replayed them from epoch 2 on, as the fp32 cell did
+    assert (bf16.frozen.misses, bf16.frozen.hits) == (fp32.frozen.misses, fp32.frozen.hits)
+    assert bf16.frozen.hits > 0
+    # replayed bf16 states give the bf16 cell that computes them every epoch, up to rounding
+    torch.testing.assert_close(results[1].training_curves[0]["train_loss"],
+                               results[2].training_curves[0]["train_loss"],
+                               atol=1e-4, rtol=0)
