@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from dpkit.training import TrainingCurve
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import choose_group
@@ -51,13 +52,15 @@ def _setup(ctx, client: SplitClient, params, make_mechanism, kind: str):
     mechanisms = [make_mechanism(ctx, client, eta) for eta in etas]
     d = params.denoiser
     cfg = default_config(client, d.d_model, d.d_ff, d.n_head, d.n_layers)
-    plan = TrainPlan(epochs=d.epochs, batch_size=d.batch_size, lr=d.lr)
+    plan = TrainPlan(epochs=d.epochs, batch_size=d.batch_size, lr=d.lr, patience=d.patience)
     texts, validation, fingerprint = _public_texts(ctx, params)
     fields = {"kind": kind, "config": cfg.to_dict(), "encoder": client.key, "etas": etas,
               "mechanism": params.mechanism, "clip": client.clip_bound if params.clip else None,
               "public": [d.public.name, d.public.params, d.public_split, len(texts), fingerprint],
               "validation": len(validation), "curve_format": CURVE_FORMAT,
               "plan": [plan.epochs, plan.batch_size, plan.lr], "seed": ctx.seed}
+    if plan.patience is not None:  # only when set: denoisers cached without stopping keep their key
+        fields["patience"] = plan.patience
     return group, mechanisms, cfg, plan, (texts, validation), fields
 
 
@@ -76,7 +79,7 @@ def snd_denoiser(ctx, client: SplitClient, params, make_mechanism):
 
     model = _seeded(ctx, f"snd-denoiser-init-{group}", lambda: SnDDenoiser(cfg))
     model, curve, hit = load_or_train(ctx, "snd_denoiser", fields, model, train)
-    return model, _info(group, hit, start, texts, val), curve
+    return model, _info(group, hit, start, texts, val, curve), curve
 
 
 def server_denoiser(ctx, client: SplitClient, params, make_mechanism):
@@ -93,12 +96,20 @@ def server_denoiser(ctx, client: SplitClient, params, make_mechanism):
 
     model = _seeded(ctx, f"snd-server-denoiser-init-{group}", lambda: ServerTokenDenoiser(cfg))
     model, curve, hit = load_or_train(ctx, "snd_server_denoiser", fields, model, train)
-    return model, _info(group, hit, start, texts, val), curve
+    return model, _info(group, hit, start, texts, val, curve), curve
 
 
-def _info(group: int, hit: bool, start: float, texts: list[str],
-          validation: list[str]) -> dict[str, float]:
-    return {"denoiser_group": float(group), "denoiser_cached": float(hit),
+def _info(group: int, hit: bool, start: float, texts: list[str], validation: list[str],
+          curve: TrainingCurve) -> dict[str, float]:
+    """What the cell reports about its denoiser; with early stopping also the epochs it trained
+    (``denoiser_epochs_trained``), the one it kept and whether it stopped early."""
+    info = {"denoiser_group": float(group), "denoiser_cached": float(hit),
             "denoiser_seconds": time.perf_counter() - start,
             "denoiser_train_texts": float(len(texts)),
             "denoiser_val_texts": float(len(validation))}
+    if curve.stopped_early is not None and curve.steps:
+        info.update(denoiser_epochs_trained=float(curve.steps[-1]),
+                    denoiser_best_epoch=float(curve.best_step if curve.best_step is not None
+                                              else -1),
+                    denoiser_stopped_early=float(curve.stopped_early))
+    return info

@@ -29,8 +29,13 @@ class DenoiserParams(dpkit.Params):
     public_split: str = "train"
     public_examples: int = Field(2000, ge=8, description="public texts used for training")
     validation_examples: int = Field(200, ge=1, description="public texts held out (the split's "
-                                     "last ones, at most a fifth of it) for the validation curve")
-    epochs: int = Field(2, ge=1, le=100)
+                                     "last ones, at most a fifth of it) for the validation curve "
+                                     "and, with patience, for stopping")
+    epochs: int = Field(2, ge=1, le=100, description="passes over the public texts (the most, "
+                        "with patience)")
+    patience: int | None = Field(None, ge=1, description="stop once the loss on the held-out "
+                                 "public texts has not improved for this many epochs, keeping the "
+                                 "best epoch's parameters; None: train every epoch")
     batch_size: int = Field(32, ge=2, le=4096)
     lr: float = Field(3e-4, gt=0, le=1.0)
 

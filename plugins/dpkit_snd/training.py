@@ -13,7 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from dpkit.training import TrainingCurve
+from dpkit.training import EarlyStopping, TrainingCurve
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import DenoiserConfig, ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import privatize_tokens
@@ -23,11 +23,18 @@ WEIGHTS = "denoiser.safetensors"
 
 @dataclass(frozen=True)
 class TrainPlan:
-    """How to train one denoiser: passes over the public data, batch size, learning rate."""
+    """How to train one denoiser: passes over the public data (the most, with ``patience``),
+    batch size, learning rate and, optionally, the patience of early stopping on the held-out
+    public texts (None: train every epoch)."""
 
     epochs: int
     batch_size: int
     lr: float
+    patience: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"TrainPlan needs patience ≥ 1 or None, got {self.patience}")
 
 
 def cache_key(fields: dict) -> str:
@@ -128,7 +135,16 @@ def _fit(model: nn.Module, loss_fn, name: str, encoder: SplitClient, batches: li
          validation: list, mechanisms: list, plan: TrainPlan, generator: torch.Generator,
          val_seed: int, say: Callable[[str], None]) -> TrainingCurve:
     """AdamW over shuffled ``batches`` for ``plan.epochs``; the per-epoch curve of mean training
-    loss and validation loss on ``validation``."""
+    loss and validation loss on ``validation`` (held-out public batches).
+
+    With ``plan.patience``, stop once the validation loss has not improved for that many epochs,
+    put back the best epoch's parameters and mark the curve (``best_step``, ``stopped_early``).
+    Without it every epoch runs and the loop is exactly the unstopped one."""
+    if plan.patience is not None and not validation:
+        raise ValueError(f"{name}: patience={plan.patience} stops on the held-out public texts, "
+                         "but none were held out; raise validation_examples or set patience to "
+                         "None")
+    stopper = EarlyStopping(plan.patience) if plan.patience is not None else None
     opt = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=0.01)
     curve = TrainingCurve(name)
     model.train()
@@ -144,6 +160,13 @@ def _fit(model: nn.Module, loss_fn, name: str, encoder: SplitClient, batches: li
         curve.add(epoch + 1, float(total) / len(batches), val)
         say(f"{name} epoch {epoch + 1}/{plan.epochs}: mse {curve.train_loss[-1]:.5f}, "
             f"held-out public mse {val:.5f}")
+        if stopper is not None and stopper.update(epoch + 1, val, model):
+            say(f"{name}: held-out public mse not improved for {plan.patience} epochs; keeping "
+                f"epoch {stopper.best_step}")
+            break
+    if stopper is not None:
+        stopper.restore(model)
+        stopper.mark(curve)
     model.eval()
     return curve
 
@@ -152,7 +175,8 @@ def train_snd(model: SnDDenoiser, encoder: SplitClient, texts: list[str], mechan
               plan: TrainPlan, generator: torch.Generator, say: Callable[[str], None],
               validation: Sequence[str] = (), val_seed: int = 0) -> TrainingCurve:
     """Minimise E||D(e_n, X̃, Z) − e_c||² over public texts with fresh noise each epoch; returns
-    the curve, validated on the held-out public ``validation`` texts."""
+    the curve, validated (and, with ``plan.patience``, stopped) on the held-out public
+    ``validation`` texts."""
     return _fit(model, _snd_loss, "snd denoiser", encoder, _batches(encoder, texts, plan),
                 _batches(encoder, list(validation), plan), mechanisms, plan, generator,
                 val_seed, say)
@@ -163,7 +187,8 @@ def train_server(model: ServerTokenDenoiser, encoder: SplitClient, texts: list[s
                  say: Callable[[str], None], validation: Sequence[str] = (),
                  val_seed: int = 0) -> TrainingCurve:
     """Server ablation: minimise the token-level MSE between S(X̃) and X on public texts; returns
-    the curve, validated on the held-out public ``validation`` texts."""
+    the curve, validated (and, with ``plan.patience``, stopped) on the held-out public
+    ``validation`` texts."""
     return _fit(model, _server_loss, "server denoiser", encoder,
                 encoder.batches(texts, plan.batch_size),
                 encoder.batches(list(validation), plan.batch_size), mechanisms, plan, generator,
