@@ -7,8 +7,8 @@
   cell's convergence flag and, where the method's training stopped early, how many cells kept
   their start (``best_step`` 0: the student learned nothing that its stopping data rewarded);
 - per method, the **crossover ε**: the smallest swept ε at which the method beats the public-only
-  floor — its mean below the floor's, and with two or more seeds the upper end of its two-sided
-  95 % t-interval too;
+  floor — its difference to the floor of the same seed below 0 on average, and with two or more
+  seeds the upper end of the paired differences' two-sided 95 % t-interval too;
 - the paper's comparison (DPED against PATE and DP-SGD at equal ε): the mean paired difference.
 """
 
@@ -63,11 +63,23 @@ def mean_and_upper(values: list[float]) -> tuple[float, float]:
     return mean, mean + half
 
 
-def crossover(cells: dict[float, list[dict]], floor: float, metric: str = HEADLINE) -> float | None:
-    """Smallest ε whose cells beat ``floor`` (lower metric) with confidence; ``None`` if none does."""
+def crossover(cells: dict[float, list[dict]], floor: float | dict[int, float],
+              metric: str = HEADLINE) -> float | None:
+    """Smallest ε whose cells beat the floor (lower metric) with confidence; ``None`` if none does.
+
+    Each cell is compared with the floor of its own seed (``floor`` maps seed -> value; a seed
+    without a floor cell, or a plain number, uses the mean floor): the paired differences' mean
+    and, with two or more seeds, the upper end of their 95 % t-interval must be below 0. A
+    student that kept its public start therefore never counts as beating the floor.
+    """
+    if isinstance(floor, dict):
+        by_seed, mean_floor = floor, statistics.fmean(floor.values())
+    else:
+        by_seed, mean_floor = {}, float(floor)
     for eps in sorted(cells):
-        _, upper = mean_and_upper([r["metrics"][metric] for r in cells[eps]])
-        if upper < floor:
+        diffs = [r["metrics"][metric] - by_seed.get(r["seed"], mean_floor) for r in cells[eps]]
+        _, upper = mean_and_upper(diffs)
+        if upper < 0:
             return eps
     return None
 
@@ -88,7 +100,7 @@ def headline_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
     if not floor_rows:
         raise ValueError(f"no finished {FLOOR!r} cell with {metric!r} in these results; run the "
                          "dped_public baseline (labelled 'public only') to get the floor")
-    floor = statistics.fmean(r["metrics"][metric] for r in floor_rows)
+    floor = {r["seed"]: r["metrics"][metric] for r in floor_rows}
     epsilons = sorted({e for cells in groups.values() for e in cells if math.isfinite(e)})
     columns = " | ".join(f"ε={fmt(e)}" for e in epsilons)
     lines = [f"| method | {columns} | crossover ε | not converged | kept its start |",

@@ -39,6 +39,15 @@ def test_crossover_needs_the_whole_interval_below_the_floor():
     assert crossover(groups["DPED, 300 queries"], floor=1000.0) is None
 
 
+def test_crossover_pairs_each_cell_with_its_own_seeds_floor():
+    floors = {0: 2000.0, 1: 2000.0, 2: 2060.0}  # mean 2020
+    kept_start = {1: [row("DPED", 1, 2000.0, 0, queries=300, best_step=0)]}
+    assert crossover(kept_start, floors) is None  # equal to its seed's floor, under the mean
+    assert crossover(kept_start, 2020.0) == 1  # what an averaged floor would have said
+    cells = {8: [row("DPED", 8, floors[s] - 5.0 - s, s, queries=300) for s in (0, 1, 2)]}
+    assert crossover(cells, floors) == 8  # paired: 5-7 below each seed's floor
+
+
 def test_tables_from_a_results_file(tmp_path):
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in ROWS))
     rows = load_rows(tmp_path)
