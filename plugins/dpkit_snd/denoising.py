@@ -58,7 +58,7 @@ def _setup(ctx, client: SplitClient, params, make_mechanism, kind: str):
               "mechanism": params.mechanism, "clip": client.clip_bound if params.clip else None,
               "public": [d.public.name, d.public.params, d.public_split, len(texts), fingerprint],
               "validation": len(validation), "curve_format": CURVE_FORMAT,
-              "plan": [plan.epochs, plan.batch_size, plan.lr], "seed": ctx.seed}
+              "plan": plan.key_fields(), "seed": ctx.seed}
     if plan.patience is not None:  # only when set: denoisers cached without stopping keep their key
         fields["patience"] = plan.patience
     return group, mechanisms, cfg, plan, (texts, validation), fields
@@ -78,7 +78,7 @@ def snd_denoiser(ctx, client: SplitClient, params, make_mechanism):
                          ctx.numpy_seed(f"snd-denoiser-val-{group}"))
 
     model = _seeded(ctx, f"snd-denoiser-init-{group}", lambda: SnDDenoiser(cfg))
-    model, curve, hit = load_or_train(ctx, "snd_denoiser", fields, model, train)
+    model, curve, hit = load_or_train(ctx, "snd_denoiser", fields, model, train, plan.reproduces)
     return model, _info(group, hit, start, texts, val, curve), curve
 
 
@@ -95,7 +95,8 @@ def server_denoiser(ctx, client: SplitClient, params, make_mechanism):
                             ctx.numpy_seed(f"snd-server-denoiser-val-{group}"))
 
     model = _seeded(ctx, f"snd-server-denoiser-init-{group}", lambda: ServerTokenDenoiser(cfg))
-    model, curve, hit = load_or_train(ctx, "snd_server_denoiser", fields, model, train)
+    model, curve, hit = load_or_train(ctx, "snd_server_denoiser", fields, model, train,
+                                      plan.reproduces)
     return model, _info(group, hit, start, texts, val, curve), curve
 
 

@@ -36,6 +36,25 @@ class TrainPlan:
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"TrainPlan needs patience ≥ 1 or None, got {self.patience}")
 
+    def key_fields(self) -> list:
+        """The plan's part of the cache key: with patience the epoch cap is left out, since a
+        curve that stopped before a cap is the same whatever the cap (see :meth:`reproduces`)."""
+        if self.patience is None:
+            return [self.epochs, self.batch_size, self.lr]
+        return [self.batch_size, self.lr]
+
+    def reproduces(self, curve: TrainingCurve) -> bool:
+        """Whether training under this plan gives exactly the cached ``curve``'s model: always
+        without patience (the cap is in the key); with it, when the curve stopped at or before
+        this cap, or ran to a cap equal to this one (the learning rate is constant, so the
+        epochs before a stop never depend on the cap)."""
+        if self.patience is None:
+            return True
+        if not curve.steps:
+            return False
+        last = curve.steps[-1]
+        return last == self.epochs or (bool(curve.stopped_early) and last <= self.epochs)
+
 
 def cache_key(fields: dict) -> str:
     """A short stable hash of everything that determines a trained denoiser."""
@@ -44,20 +63,26 @@ def cache_key(fields: dict) -> str:
 
 
 def load_or_train(ctx, kind: str, fields: dict, model: nn.Module,
-                  train: Callable[[nn.Module], TrainingCurve]
+                  train: Callable[[nn.Module], TrainingCurve],
+                  accept: Callable[[TrainingCurve], bool] = lambda curve: True,
                   ) -> tuple[nn.Module, TrainingCurve, bool]:
     """Load ``model``'s weights from the artifact cache keyed by ``fields``, else train and save.
 
     The training curve is stored in the weights file's metadata, so a cached denoiser reports the
-    curve it was trained with. Returns the model (in eval mode), its curve and whether the cache
-    was hit.
+    curve it was trained with. A cached denoiser whose curve ``accept`` rejects (trained to a
+    different epoch cap) is retrained and replaced. Returns the model (in eval mode), its curve
+    and whether the cache was hit.
     """
     key = cache_key(fields)
     path: Path = ctx.artifact_dir(kind, key) / WEIGHTS
     with ctx.artifact_lock(kind, key):
         if path.exists():
-            model.load_state_dict(load_file(str(path), device=str(ctx.device)))
-            return model.eval(), stored_curve(path), True
+            curve = stored_curve(path)
+            if accept(curve):
+                model.load_state_dict(load_file(str(path), device=str(ctx.device)))
+                return model.eval(), curve, True
+            ctx.say(f"cached {kind} {key} ran {curve.steps[-1] if curve.steps else 0} epochs "
+                    "without stopping under another epoch cap; retraining it")
         curve = train(model)
         state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
         tmp = path.with_suffix(".tmp")
