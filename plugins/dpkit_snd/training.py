@@ -81,8 +81,8 @@ def load_or_train(ctx, kind: str, fields: dict, model: nn.Module,
             if accept(curve):
                 model.load_state_dict(load_file(str(path), device=str(ctx.device)))
                 return model.eval(), curve, True
-            ctx.say(f"cached {kind} {key} ran {curve.steps[-1] if curve.steps else 0} epochs "
-                    "without stopping under another epoch cap; retraining it")
+            ctx.say(f"cached {kind} {key} trained {curve.steps[-1] if curve.steps else 0} "
+                    "epochs under another epoch cap, not what this cap trains; retraining it")
         curve = train(model)
         state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
         tmp = path.with_suffix(".tmp")
