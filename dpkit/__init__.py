@@ -1,12 +1,15 @@
 """dpkit: privacy-preserving language-model mechanisms as plug-ins, with one privacy ledger."""
 
-from dpkit.component import Component
-from dpkit.context import RunContext
-from dpkit.hookspecs import hookimpl
-from dpkit.params import NoParams, Params
-from dpkit.protocols import Attack, DatasetSource, Defense, DefenseResult, Mechanism, ModelSource, ServerView
-from dpkit.space import EmbeddingSpace
-from dpkit.wire import Release, Wire
+from dpkit.base import compat as _compat
+from dpkit.contract.component import Component
+from dpkit.contract.context import RunContext
+from dpkit.contract.hookspecs import hookimpl
+from dpkit.contract.params import NoParams, Params
+from dpkit.contract.protocols import Attack, DatasetSource, Defense, DefenseResult, Mechanism, ModelSource, ServerView
+from dpkit.release.wire import Release, Wire
+from dpkit.text.space import EmbeddingSpace
+
+_compat.install()  # old module paths (dpkit.context, dpkit.wire, …) keep working for one release
 
 __version__ = "0.1.0"
 

@@ -40,7 +40,7 @@ from dpkit.accounting.serialize import (
     guarantee_from_dict,
     guarantee_to_dict,
 )
-from dpkit.errors import AccountingError, BudgetExceededError
+from dpkit.base.errors import AccountingError, BudgetExceededError
 
 __all__ = [
     "ACCOUNTANTS",

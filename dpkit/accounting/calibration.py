@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import dp_accounting
 
 from dpkit.accounting import events as ev
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 LOWER_SIGMA = {"rdp": 1e-3, "pld": 2e-2}
 """Smallest noise multiplier searched (positive: σ = 0 has ε = ∞; PLD tables blow up near 0)."""

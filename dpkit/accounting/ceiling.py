@@ -16,7 +16,7 @@ from dpkit.accounting.guarantees import (
 )
 from dpkit.accounting.rules import metric_key
 from dpkit.accounting.serialize import describe
-from dpkit.errors import AccountingError, BudgetExceededError
+from dpkit.base.errors import AccountingError, BudgetExceededError
 
 if TYPE_CHECKING:
     from dpkit.accounting.ledger import Ledger

@@ -14,7 +14,7 @@ import dp_accounting
 
 from dpkit.accounting import events as ev
 from dpkit.accounting.guarantees import DpGuarantee
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 Groups = list[tuple[Any, int]]
 

@@ -15,7 +15,7 @@ import dp_accounting
 import numpy as np
 
 from dpkit.accounting.pure import NEIGHBORING, DpkitPLDAccountant, DpkitRdpAccountant
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 ACCOUNTANTS = ("rdp", "pld")
 PLD_DISCRETIZATION = 1e-4

@@ -25,7 +25,7 @@ from dpkit.accounting.guarantees import (
 )
 from dpkit.accounting.metric_queries import MetricDpQueries
 from dpkit.accounting.serialize import guarantee_from_dict, guarantee_to_dict
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 FORMAT = "dpkit-ledger/1"
 _KINDS = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
@@ -55,7 +55,7 @@ class Ledger(MetricDpQueries):
     ``delta`` is the δ at which :meth:`epsilon` is reported, ``accountant`` the dp-accounting
     accountant (``"rdp"`` default, or ``"pld"``), ``ceiling`` an optional budget (a float caps
     both ε's, or a mapping with ``epsilon`` / ``eta`` / ``anonymity_epsilon``); a spend over it
-    raises :class:`~dpkit.errors.BudgetExceededError` and is not recorded. ``orders`` overrides
+    raises :class:`~dpkit.base.errors.BudgetExceededError` and is not recorded. ``orders`` overrides
     the RDP orders (dp-accounting's default grid otherwise), ``pld_discretization`` the PLD
     value-discretisation interval (1e-4). ``neighboring`` is the relation (ε, δ) is stated in:
     ``"add_remove"`` (one record added or removed, default) or ``"replace_one"``.

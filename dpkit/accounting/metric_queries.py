@@ -12,7 +12,7 @@ from typing import Any
 
 from dpkit.accounting import rules
 from dpkit.accounting.guarantees import MetricDpGuarantee
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 
 class MetricDpQueries:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from dpkit.accounting.guarantees import KAnonymityGuarantee, MetricDpGuarantee
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 K_COMPOSITION_NOTE = ("k has no composition theorem: k_achieved is the smallest anonymity set of "
                       "any single release, not a bound for an adversary who links releases")

@@ -20,7 +20,7 @@ from dpkit.accounting.guarantees import (
     MetricDpGuarantee,
     NoGuarantee,
 )
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 
 def _value_to_json(value: Any) -> Any:

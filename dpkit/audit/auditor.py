@@ -23,10 +23,10 @@ from dpkit.audit.law import radial_law_pvalues
 from dpkit.audit.report import AuditReport, Finding, Verdict
 from dpkit.audit.stats import certifiable_epsilon
 from dpkit.audit.verdict import decide
-from dpkit.context import derive_seed, resolve_device
-from dpkit.errors import AuditError
-from dpkit.protocols import ExactDensity, ExactOutputProbs
-from dpkit.space import EmbeddingSpace
+from dpkit.contract.context import derive_seed, resolve_device
+from dpkit.base.errors import AuditError
+from dpkit.contract.protocols import ExactDensity, ExactOutputProbs
+from dpkit.text.space import EmbeddingSpace
 
 Progress = Callable[[int, int, str], None]
 KEEP_PAIRS = 4
@@ -37,11 +37,11 @@ gives LAW_MISMATCH (and fails contract suites), so it is kept rare for correct m
 
 def build_mechanism(mechanism: Any, params: dict | None = None, registry: Any = None) -> Any:
     """A mechanism instance from a registered name, a class or an instance (params validated)."""
-    from dpkit.registry import validate_params
+    from dpkit.contract.registry import validate_params
 
     if isinstance(mechanism, str):
         if registry is None:
-            from dpkit.plugins import get_registry
+            from dpkit.contract.plugins import get_registry
             registry = get_registry()
         cls = registry.get("mechanism", mechanism).cls
     elif inspect.isclass(mechanism):

@@ -14,25 +14,25 @@ that crossed the wire): higher means "more likely included". It returns the scor
 ε its ledger claims for one canary at ``ctx.ledger.delta_target``.
 
 A plug-in that cannot (or should not) put the method on its defense class registers an adapter
-in a module ``<package>.audit``, which the auditor imports on first use::
+through the ``dpkit_register_defense_audits`` hook, like every other component::
 
-    from dpkit.audit.canary import register_defense_audit
-    register_defense_audit("my_defense", lambda defense: MyAudit(defense))
+    @dpkit.hookimpl
+    def dpkit_register_defense_audits(register):
+        register("my_defense", MyAudit)        # MyAudit(defense).audit_run(ctx, included)
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dpkit.errors import AuditError
-from dpkit.protocols import AuditableDefense
+from dpkit.base.errors import AuditError
+from dpkit.contract.protocols import AuditableDefense
 
 
 @dataclass
@@ -65,47 +65,43 @@ class CanaryRun:
 
 
 AdapterFactory = Callable[[Any], AuditableDefense]
-_ADAPTERS: dict[str, AdapterFactory] = {}
+_LEGACY: dict[str, AdapterFactory] = {}
 
 
 def register_defense_audit(name: str, factory: AdapterFactory) -> None:
-    """Make defense ``name`` auditable: ``factory(defense)`` returns its :class:`AuditableDefense`."""
-    _ADAPTERS[name] = factory
+    """Deprecated: register the adapter through the ``dpkit_register_defense_audits`` hook."""
+    warnings.warn("register_defense_audit is deprecated: register the adapter with the "
+                  "dpkit_register_defense_audits hook (docs/audit.md)", DeprecationWarning,
+                  stacklevel=2)
+    _LEGACY[name] = factory
 
 
-def _import_plugin_audit(defense: Any) -> None:
-    package = (defense if isinstance(defense, type) else type(defense)).__module__.split(".")[0]
-    if f"{package}.audit" in sys.modules:
-        return
-    try:
-        importlib.import_module(f"{package}.audit")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{package}.audit":
-            raise
+def _adapters(registry: Any = None) -> dict[str, AdapterFactory]:
+    from dpkit.contract.plugins import get_registry
+
+    registry = registry or get_registry()
+    return {**_LEGACY, **{name: entry.factory for name, entry in registry.audits.items()}}
 
 
-def auditable(defense: Any) -> AuditableDefense:
+def auditable(defense: Any, registry: Any = None) -> AuditableDefense:
     """The canary-audit capability of ``defense``: its own ``audit_run`` or a registered adapter."""
     if isinstance(defense, AuditableDefense):
         return defense
     name = getattr(defense, "name", type(defense).__name__)
-    if name not in _ADAPTERS:
-        _import_plugin_audit(defense)
-    if name not in _ADAPTERS:
+    adapters = _adapters(registry)
+    if name not in adapters:
         raise AuditError(f"defense {name!r} offers no canary audit: give it an "
-                         "audit_run(ctx, included) method or register an adapter with "
-                         "dpkit.audit.canary.register_defense_audit (see docs/audit.md, "
-                         f"'Auditing defenses'); auditable: {', '.join(auditable_names()) or 'none'}")
-    return _ADAPTERS[name](defense)
+                         "audit_run(ctx, included) method or register an adapter with the "
+                         "dpkit_register_defense_audits hook (see docs/audit.md, 'Auditing "
+                         f"defenses'); auditable: {', '.join(auditable_names(registry)) or 'none'}")
+    return adapters[name](defense)
 
 
-def auditable_names() -> list[str]:
-    """Registered defenses that are auditable (each plug-in's ``audit`` module imported first)."""
-    from dpkit.plugins import get_registry
+def auditable_names(registry: Any = None) -> list[str]:
+    """Registered defenses that are auditable (their own audit_run or a registered adapter)."""
+    from dpkit.contract.plugins import get_registry
 
-    registry = get_registry()
-    names = registry.names("defense")
-    for name in names:
-        _import_plugin_audit(registry.get("defense", name).cls)
-    return sorted(n for n in names if n in _ADAPTERS
+    registry = registry or get_registry()
+    adapters = _adapters(registry)
+    return sorted(n for n in registry.names("defense") if n in adapters
                   or issubclass(registry.get("defense", n).cls, AuditableDefense))

@@ -2,7 +2,7 @@
 
 Canary i is a pair of vocabulary tokens (aᵢ, bᵢ) at distance dᵢ in the public embedding space:
 the client sends aᵢ if the canary is included, bᵢ otherwise, through the defense's own client
-path and ``ctx.wire`` (:mod:`dpkit.wire`, the one release path). The server-side attacker sees
+path and ``ctx.wire`` (:mod:`dpkit.release.wire`, the one release path). The server-side attacker sees
 every floating-point tensor sent up the wire and scores it with the log-likelihood ratio of the
 *declared* dχ law, η(‖y − bᵢ‖ − ‖y − aᵢ‖) per uploaded vector, plus a certainty (±1e6) for any
 vector equal to aᵢ or bᵢ. Under η-metric DP each canary costs at most η·max dᵢ: the claim is the
@@ -94,7 +94,7 @@ class SplitCanaryAudit:
 @contextlib.contextmanager
 def record_uploads(wire) -> Iterator[list[torch.Tensor]]:
     """Record every floating-point tensor sent up ``wire`` (its real rows) while inside."""
-    from dpkit.wire import UP
+    from dpkit.release.wire import UP
 
     uploads: list[torch.Tensor] = []
     original = wire.send

@@ -12,7 +12,7 @@ from dpkit.accounting.guarantees import (
     NoGuarantee,
 )
 from dpkit.accounting.pure import ApproxDpEvent, PureDpEvent
-from dpkit.errors import AuditError
+from dpkit.base.errors import AuditError
 
 PURE_EVENTS = (PureDpEvent, ApproxDpEvent)
 

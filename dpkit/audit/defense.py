@@ -18,19 +18,19 @@ from dpkit.audit.one_run import (
     repeated_runs_epsilon,
 )
 from dpkit.audit.report import AuditReport, Finding, Verdict
-from dpkit.context import derive_seed, resolve_device
-from dpkit.errors import AuditError
+from dpkit.contract.context import derive_seed, resolve_device
+from dpkit.base.errors import AuditError
 
 Progress = Callable[[int, int, str], None]
 
 
 def build_defense(defense: Any, params: dict | None = None, registry: Any = None) -> Any:
     """A defense instance from a registered name, a class or an instance (params validated)."""
-    from dpkit.registry import validate_params
+    from dpkit.contract.registry import validate_params
 
     if isinstance(defense, str):
         if registry is None:
-            from dpkit.plugins import get_registry
+            from dpkit.contract.plugins import get_registry
             registry = get_registry()
         cls = registry.get("defense", defense).cls
     elif isinstance(defense, type):
@@ -47,8 +47,8 @@ def audit_context(seed: int, delta: float, device: str = "cpu", accountant: str 
                   say: Callable[[str], None] | None = None) -> Any:
     """A fresh RunContext (no dataset or model; the audit builds its own) with an empty ledger."""
     from dpkit.accounting import Ledger
-    from dpkit.context import RunContext
-    from dpkit.plugins import get_registry
+    from dpkit.contract.context import RunContext
+    from dpkit.contract.plugins import get_registry
 
     return RunContext(dataset=None, model=None, device=resolve_device(device), seed=seed,
                       ledger=Ledger(delta=delta, accountant=accountant), registry=get_registry(),

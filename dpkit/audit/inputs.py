@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from dpkit.audit.claims import Claim
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
 
 TARGET_CLAIMS = (0.5, 1.0, 2.0, 4.0)
 SEQUENCE_LENGTH = 5

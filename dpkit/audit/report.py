@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dpkit.jsonutil import json_safe
+from dpkit.base.jsonutil import json_safe
 
 
 class Verdict(str, enum.Enum):

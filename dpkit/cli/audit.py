@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from dpkit.errors import ParamsError
+from dpkit.base.errors import ParamsError
 
 
 def register(sub) -> None:
@@ -54,10 +54,10 @@ def _json_arg(flag: str, raw: str) -> dict:
 
 def load_space(name: str, params: dict, device: str):
     """The EmbeddingSpace of registered model ``name`` (directly or via ``as_space()``)."""
-    from dpkit.context import resolve_device
-    from dpkit.errors import AuditError
-    from dpkit.plugins import get_registry
-    from dpkit.space import EmbeddingSpace
+    from dpkit.contract.context import resolve_device
+    from dpkit.base.errors import AuditError
+    from dpkit.contract.plugins import get_registry
+    from dpkit.text.space import EmbeddingSpace
 
     model = get_registry().build("model", name, params).load(resolve_device(device))
     space = model.as_space() if callable(getattr(model, "as_space", None)) else model

@@ -114,7 +114,7 @@ def _calibrate(args) -> int:
 
 
 def _spec(args) -> int:
-    from dpkit.accounting.planning import plan_spec, plan_table
+    from dpkit.runner.plan import plan_spec, plan_table
 
     plans = plan_spec(args.spec)
     if args.json:

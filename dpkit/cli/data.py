@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-KINDS = ("dataset", "model")  # the kinds that load data or weights (see dpkit.kinds)
+KINDS = ("dataset", "model")  # the kinds that load data or weights (see dpkit.contract.kinds)
 
 
 def register(sub) -> None:
@@ -44,7 +44,7 @@ def describe(kind: str, entry) -> dict:
 
 def catalogue() -> list[dict]:
     """Every registered dataset and model, described."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     registry = get_registry()
     return [describe(kind, registry.entries[kind][name])
@@ -52,7 +52,7 @@ def catalogue() -> list[dict]:
 
 
 def _entry(name: str):
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     entry = get_registry().find(name, KINDS)
     return entry.kind, entry
@@ -90,7 +90,7 @@ def _info(args) -> int:
 
 
 def _fetch(args) -> int:
-    from dpkit.errors import DataSourceError
+    from dpkit.base.errors import DataSourceError
 
     if args.all:
         names = [r["name"] for r in catalogue() if "artifact" in r]

@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from dpkit.errors import DpkitError, ParamsError, SpecError
+from dpkit.base.errors import DpkitError, ParamsError, SpecError
 
 COMMANDS = ("run", "validate", "plugins", "budget", "audit", "data", "new", "report")
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from string import Template
 
-from dpkit.errors import ParamsError
+from dpkit.base.errors import ParamsError
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 

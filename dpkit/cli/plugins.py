@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 def plugin_table() -> list[dict]:
     """One record per plug-in: name, module, version, components by kind, errors."""
-    from dpkit.plugins import get_plugin_system
+    from dpkit.contract.plugins import get_plugin_system
 
     system = get_plugin_system()
     registry = system.registry
@@ -22,6 +22,9 @@ def plugin_table() -> list[dict]:
     for name, info in sorted(system.info.items()):
         components = {kind: sorted(e.name for e in entries.values() if e.plugin == name)
                       for kind, entries in registry.entries.items()}
+        audits = sorted(a.defense for a in registry.audits.values() if a.plugin == name)
+        if audits:
+            components["defense audit"] = audits
         out.append({"name": name, "module": info.module, "version": info.version,
                     "distribution": info.distribution,
                     "components": {k: v for k, v in components.items() if v},

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dpkit.errors import DpkitError
+from dpkit.base.errors import DpkitError
 from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
@@ -75,8 +75,8 @@ def _comparable(spec: Spec) -> dict:
 def _relabel_cells(spec):
     """The spec's cells when its plug-ins load (for current labels); none otherwise."""
     try:
-        from dpkit.plugins import get_registry
-        from dpkit.runner.cells import expand
+        from dpkit.contract.plugins import get_registry
+        from dpkit.spec.cells import expand
 
         return expand(spec, get_registry())
     except DpkitError:

@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def _validate(args) -> int:
-    from dpkit.errors import SpecError
+    from dpkit.base.errors import SpecError
     from dpkit.spec import check_spec, parse_structure, read_yaml
 
     status = 0

@@ -7,6 +7,6 @@ from typing import Any
 
 def load_dataset(name: str, params: dict | None = None) -> Any:
     """Load the registered dataset ``name`` with ``params`` (fetching its artifact if needed)."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     return get_registry().build("dataset", name, params or {}).load()

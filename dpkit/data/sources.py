@@ -25,10 +25,10 @@ from typing import ClassVar
 from filelock import FileLock
 from tqdm.auto import tqdm
 
-from dpkit.component import Component
-from dpkit.context import cache_root
+from dpkit.contract.component import Component
+from dpkit.contract.context import cache_root
 from dpkit.data.unpack import unpack_archive
-from dpkit.errors import DataSourceError
+from dpkit.base.errors import DataSourceError
 
 COMPLETE_MARKER = ".dpkit-complete"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from dpkit.errors import DataSourceError
+from dpkit.base.errors import DataSourceError
 
 
 def unpack_archive(archive: Path, dest: Path, kind: str, progress: bool = True) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpkit.errors import SpecError
+from dpkit.base.errors import SpecError
 from dpkit.evidence.pairing import ClaimError, equal_layout, select
 from dpkit.evidence.verdict import resolve
 

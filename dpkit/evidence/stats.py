@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 from scipy import stats as st
 
-from dpkit.metrics import mean_over_seeds
+from dpkit.ml.metrics import mean_over_seeds
 
 LEVEL = 0.95
 # each one-sided test runs at (1 − LEVEL)/2, so that at a single point "holds" is exactly "the

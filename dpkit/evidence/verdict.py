@@ -162,7 +162,7 @@ def format_verdicts(results: list[ClaimResult]) -> str:
 
 def write_claims(results: list[ClaimResult], path: Path) -> None:
     """claims.json: every claim's verdict, reason and per-point numbers."""
-    from dpkit.jsonutil import json_safe
+    from dpkit.base.jsonutil import json_safe
 
     doc = {"level": LEVEL, "one_sided_alpha": ALPHA, "correction": "holm",
            "interval": "student-t",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpkit.context import resolve_device
+from dpkit.contract.context import resolve_device
 
 
 def load_model(name: str, params: dict | None = None, device: str = "auto") -> Any:
     """Load the registered model ``name`` onto ``device`` (``auto``: CUDA when available)."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     return get_registry().build("model", name, params or {}).load(resolve_device(device))

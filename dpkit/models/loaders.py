@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dpkit.context import cache_root
-from dpkit.errors import DataSourceError
+from dpkit.contract.context import cache_root
+from dpkit.base.errors import DataSourceError
 from dpkit.models.split import SplitModel
 from dpkit.models.stopwords import ENGLISH_STOP_WORDS
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
 
 
 def load_npy_space(name: str, vectors_path: Path, index_path: Path,

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
 
 
 @dataclass

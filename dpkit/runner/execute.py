@@ -9,15 +9,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from dpkit.context import (
-    RunContext,
-    cache_root,
-    derive_seed,
-    load_component,
-    resolve_device,
-)
-from dpkit.releases import defense_for, run_defense
-from dpkit.spec import Cell, PrivacySettings
+from dpkit.contract.context import derive_seed, resolve_device
+from dpkit.runner.cell import open_cell, settle
+from dpkit.spec import Cell
 
 
 def seed_everything(seed: int) -> None:
@@ -29,27 +23,16 @@ def seed_everything(seed: int) -> None:
 
 def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None) -> dict:
     """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing)."""
-    from dpkit.accounting import Ledger
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     registry = registry or get_registry()
     started = time.perf_counter()
     device = resolve_device(cell.device)
     seed_everything(derive_seed(cell.seed, "global", cell.key))
-    dataset = load_component(registry, "dataset", cell.data["name"], cell.data["params"], device)
-    model = None
-    if cell.model:
-        model = load_component(registry, "model", cell.model["name"], cell.model["params"], device)
-    privacy = cell.privacy
-    ledger = Ledger(delta=privacy["delta"], accountant=privacy["accountant"],
-                    ceiling=privacy.get("ceiling"),
-                    neighboring=privacy.get("neighboring", "add_remove"))
-    ctx = RunContext(dataset=dataset, model=model, device=device, seed=cell.seed, ledger=ledger,
-                     registry=registry, cache_dir=cache_root() / "artifacts",
-                     options={"cell": cell.key}, progress=progress,
-                     privacy=PrivacySettings.model_validate(privacy))
-    defense = defense_for(cell, registry)
-    result = run_defense(defense, ctx)
+    opened = open_cell(cell, registry, device, progress=progress)
+    ctx, ledger = opened.ctx, opened.ledger
+    assert ctx is not None  # only a plan leaves the context unbuilt
+    result = settle(opened.defense.run(ctx), ctx)
     metrics = {k: float(v) for k, v in result.metrics.items()}
     skipped = []
     for ref in cell.attacks:

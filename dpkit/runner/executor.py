@@ -10,7 +10,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterable, Protocol
 
-from dpkit.errors import BudgetExceededError
+from dpkit.base.errors import BudgetExceededError
 from dpkit.spec.cells import Cell
 
 OnResult = Callable[[Cell, dict], None]

@@ -16,7 +16,7 @@ import socket
 import time
 from pathlib import Path
 
-from dpkit.errors import OutputLockedError
+from dpkit.base.errors import OutputLockedError
 
 LOCK_NAME = ".dpkit-run.lock"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Callable, ClassVar, Iterable
 
-from dpkit.errors import DpkitError
+from dpkit.base.errors import DpkitError
 from dpkit.runner.executor import OnFailure, OnResult, Progress, RetryPolicy, describe_failure
 from dpkit.spec.cells import Cell
 

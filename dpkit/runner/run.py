@@ -80,7 +80,7 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
     Every cell is checked before any runs (:func:`dpkit.spec.check_spec`); the output folder is
     locked for the run (:class:`dpkit.runner.lock.OutputLock`: a second run refuses).
     """
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     registry = registry or get_registry()
     out = Path(out_dir) if out_dir else spec.output_dir()

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dpkit.jsonutil import json_safe, restore_floats
+from dpkit.base.jsonutil import json_safe, restore_floats
 
 
 # every file ``dpkit run`` writes into its output folder (``--fresh`` removes these and no other)

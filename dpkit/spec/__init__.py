@@ -2,7 +2,7 @@
 
 ``load_spec(path)`` reads the file (merging ``include:`` files), validates its structure, then
 checks every component and every expanded cell against the registry; it returns a :class:`Spec`.
-Every problem raises :class:`dpkit.errors.SpecError` with ``FILE: location — message``. The spec
+Every problem raises :class:`dpkit.base.errors.SpecError` with ``FILE: location — message``. The spec
 layer depends on the registry and the protocols, never on the runner.
 """
 

@@ -13,7 +13,7 @@ from typing import Any, Collection
 
 from pydantic import ValidationError
 
-from dpkit.errors import ComponentNotFoundError, SpecError
+from dpkit.base.errors import ComponentNotFoundError, SpecError
 from dpkit.spec.cells import Cell, SweepError, expand
 from dpkit.spec.schema import Spec
 
@@ -21,10 +21,16 @@ MECHANISM_TASK = "privatize_text"
 
 
 def check_spec(spec: Spec, registry=None) -> list[Cell]:
-    """Validate ``spec`` and every cell it expands to; returns the cells (raises SpecError)."""
-    from dpkit.plugins import get_registry  # the process-wide registry, only when none is given
+    """Validate ``spec`` and every cell it expands to; returns the cells (raises SpecError).
+
+    A spec checked once against a registry is not checked again (loading a spec checks it, and
+    the runner asks for its cells).
+    """
+    from dpkit.contract.plugins import get_registry  # the process-wide registry, only when none is given
 
     registry = registry or get_registry()
+    if spec._checked is not None and spec._checked[0] is registry:
+        return list(spec._checked[1])
     path = spec.path
     for gpath in spec.sweep:
         if gpath.split(".")[0] not in Spec.model_fields:
@@ -58,7 +64,8 @@ def check_spec(spec: Spec, registry=None) -> list[Cell]:
     from dpkit.evidence.check import check_claims
 
     check_claims(spec, cells)
-    return cells
+    spec._checked = (registry, cells)
+    return list(cells)
 
 
 def _components_as_written(spec: Spec):

@@ -1,7 +1,7 @@
 """Reading a spec file: YAML (safe_load only), ``include:`` merging, structural validation.
 
 Parsing only: component names and params are checked against a registry by
-:mod:`dpkit.spec.check`. Every problem is a :class:`dpkit.errors.SpecError`
+:mod:`dpkit.spec.check`. Every problem is a :class:`dpkit.base.errors.SpecError`
 ``FILE: location — message``.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from dpkit.errors import SpecError
+from dpkit.base.errors import SpecError
 from dpkit.spec.schema import Spec
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from dpkit.evidence.claims import Claim
 
@@ -92,6 +92,7 @@ class Spec(_Strict):
     output: str | None = None
     claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
     path: str = Field("", exclude=True)
+    _checked: Any = PrivateAttr(default=None)  # (registry, cells) of the last check_spec
 
     @model_validator(mode="after")
     def _one_method(self) -> Spec:

@@ -11,7 +11,8 @@ import importlib
 import importlib.util
 
 from dpkit.testing.audit_contracts import DefenseAuditContract
-from dpkit.testing.contracts import AttackContract, DefenseContract, MechanismContract
+from dpkit.testing.contracts import AttackContract, MechanismContract
+from dpkit.testing.defense_contract import DefenseContract
 from dpkit.testing.samples import same_distribution
 
 _LAZY = tuple(name for name in ("strategies", "strategies_accounting", "strategies_tokens")

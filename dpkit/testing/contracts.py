@@ -26,51 +26,14 @@ from dpkit.accounting.guarantees import (
     MetricDpGuarantee,
     NoGuarantee,
 )
-from dpkit.errors import ParamsError
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
+from dpkit.testing.params_contract import ParamsContract, build_component, component_class, tiny_context
 from dpkit.testing.samples import same_distribution
 
 GUARANTEES = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
 
 
-def _component_class(kind: str, component: Any) -> Any:
-    if isinstance(component, str):
-        from dpkit.plugins import get_registry
-        return get_registry().get(kind, component).cls
-    return component
-
-
-def _build(kind: str, component: Any, params: dict) -> Any:
-    from dpkit.registry import validate_params
-
-    cls = _component_class(kind, component)
-    return cls(validate_params(cls, params))
-
-
-class _ParamsContract:
-    """Shared checks: valid params accepted (and round-trip), each invalid set rejected."""
-
-    kind: ClassVar[str] = ""
-    params: ClassVar[dict] = {}
-    invalid_params: ClassVar[list[dict]] = []
-
-    def _component(self) -> Any:
-        return getattr(self, self.kind)
-
-    def test_params_round_trip(self):
-        """Valid params validate, and their dump validates to the same params."""
-        built = _build(self.kind, self._component(), self.params)
-        again = type(built.params).model_validate(built.params.model_dump())
-        assert again == built.params
-
-    def test_invalid_params_rejected(self):
-        """Every entry of ``invalid_params`` raises ParamsError; unknown keys too."""
-        for bad in [*self.invalid_params, {**self.params, "no_such_param_xyz": 1}]:
-            with pytest.raises(ParamsError):
-                _build(self.kind, self._component(), bad)
-
-
-class MechanismContract(_ParamsContract):
+class MechanismContract(ParamsContract):
     """Checks every mechanism must pass; set ``mechanism``, ``params``, ``invalid_params``."""
 
     kind: ClassVar[str] = "mechanism"
@@ -87,7 +50,7 @@ class MechanismContract(_ParamsContract):
 
     def make_input(self, space: EmbeddingSpace) -> torch.Tensor:
         """A small valid input for the mechanism's domain (override for special inputs)."""
-        domain = _component_class("mechanism", self.mechanism).domain
+        domain = component_class("mechanism", self.mechanism).domain
         if domain == "token":
             return torch.arange(min(6, space.size))
         if domain == "embedding":
@@ -96,7 +59,7 @@ class MechanismContract(_ParamsContract):
 
     def build(self) -> Any:
         """The mechanism built with ``params``."""
-        return _build("mechanism", self.mechanism, self.params)
+        return build_component("mechanism", self.mechanism, self.params)
 
     def _run(self, mech: Any, x: torch.Tensor, space: EmbeddingSpace, seed: int,
              device: str = "cpu") -> torch.Tensor:
@@ -107,7 +70,7 @@ class MechanismContract(_ParamsContract):
     def test_guarantee_declared(self):
         """guarantee(space) returns a known guarantee type the auditor can read."""
         from dpkit.audit import Claim
-        from dpkit.protocols import Mechanism
+        from dpkit.contract.protocols import Mechanism
 
         mech = self.build()
         assert isinstance(mech, Mechanism)
@@ -162,7 +125,7 @@ class MechanismContract(_ParamsContract):
         assert report.verdict not in (Verdict.FAIL, Verdict.LAW_MISMATCH), report.one_line()
 
 
-class AttackContract(_ParamsContract):
+class AttackContract(ParamsContract):
     """Checks every attack must pass; set ``attack``, ``params``, ``invalid_params``."""
 
     kind: ClassVar[str] = "attack"
@@ -170,7 +133,7 @@ class AttackContract(_ParamsContract):
 
     def make_view(self, space: EmbeddingSpace) -> Any:
         """A server view with what the attack ``requires`` (noisy embeddings and/or token ids)."""
-        from dpkit.protocols import ServerView
+        from dpkit.contract.protocols import ServerView
 
         gen = torch.Generator().manual_seed(0)
         ids = torch.randint(space.size, (32,), generator=gen)
@@ -181,11 +144,11 @@ class AttackContract(_ParamsContract):
 
     def make_context(self, space: EmbeddingSpace) -> Any:
         """A run context on CPU with a fresh ledger."""
-        return _context(space, None)
+        return tiny_context(space, None)
 
     def test_requires_declared(self):
         """``requires`` is a tuple of observed keys."""
-        cls = _component_class("attack", self.attack)
+        cls = component_class("attack", self.attack)
         assert isinstance(cls.requires, tuple) and all(isinstance(k, str) for k in cls.requires)
 
     def test_metrics_finite_and_reproducible(self):
@@ -193,7 +156,7 @@ class AttackContract(_ParamsContract):
         from dpkit.audit import make_test_space
 
         space = make_test_space()
-        attack = _build("attack", self.attack, self.params)
+        attack = build_component("attack", self.attack, self.params)
         first = attack.run(self.make_view(space), self.make_context(space))
         again = attack.run(self.make_view(space), self.make_context(space))
         assert first and all(isinstance(k, str) for k in first)
@@ -201,15 +164,4 @@ class AttackContract(_ParamsContract):
         assert first == again
 
 
-def _context(model: Any, dataset: Any) -> Any:
-    from dpkit.accounting import Ledger
-    from dpkit.context import RunContext
-    from dpkit.plugins import get_registry
-
-    return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=0,
-                      ledger=Ledger(), registry=get_registry())
-
-
-from dpkit.testing.defense_contract import DefenseContract  # noqa: E402  (re-export)
-
-__all__ = ["AttackContract", "DefenseContract", "MechanismContract"]
+__all__ = ["AttackContract", "MechanismContract"]

@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from dpkit.testing.contracts import _build, _context, _ParamsContract
+from dpkit.testing.params_contract import ParamsContract, build_component, tiny_context
 
 
-class DefenseContract(_ParamsContract):
+class DefenseContract(ParamsContract):
     """Checks every defense must pass; set ``defense``, ``params``, ``invalid_params`` and
     override :meth:`make_context` (dataset and model for one tiny cell)."""
 
@@ -35,7 +35,7 @@ class DefenseContract(_ParamsContract):
     def make_context(self) -> Any:
         """The RunContext of one tiny cell (default: no dataset, the generated test space)."""
         from dpkit.audit import make_test_space
-        return _context(make_test_space(), None)
+        return tiny_context(make_test_space(), None)
 
     def _run(self) -> tuple[Any, Any]:
         """(result, ctx) of one run through the runner's own path (declare, run, settle)."""
@@ -43,19 +43,19 @@ class DefenseContract(_ParamsContract):
 
         import numpy as np
 
-        from dpkit.context import derive_seed
-        from dpkit.releases import run_defense
+        from dpkit.contract.context import derive_seed
+        from dpkit.contract.releases import run_defense
 
         ctx = self.make_context()
         seed = derive_seed(ctx.seed, "global")  # the runner seeds the global generators too
         random.seed(seed)
         np.random.seed(seed % 2**32)
         torch.manual_seed(seed)
-        return run_defense(_build("defense", self.defense, self.params), ctx), ctx
+        return run_defense(build_component("defense", self.defense, self.params), ctx), ctx
 
     def test_run_reports_metrics_and_spends(self):
         """run() returns finite metrics and records its spends on the ledger."""
-        from dpkit.protocols import DefenseResult
+        from dpkit.contract.protocols import DefenseResult
 
         result, ctx = self._run()
         assert isinstance(result, DefenseResult)
@@ -79,14 +79,14 @@ class DefenseContract(_ParamsContract):
 
     def test_plan_equals_run(self):
         """``dpkit budget spec`` plans exactly the entries a run records (labels, counts, ∞)."""
-        from dpkit.accounting.planning import NOT_DECLARED, plan_cell
+        from dpkit.runner.plan import NOT_DECLARED, plan_cell
 
         result, ctx = self._run()
         ledger = ctx.ledger
         privacy = type("Privacy", (), {"delta": ledger.delta_target,
                                        "accountant": ledger.accountant, "ceiling": None,
                                        "neighboring": ledger.neighboring})
-        plan = plan_cell(_build("defense", self.defense, self.params), "defense", privacy,
+        plan = plan_cell(build_component("defense", self.defense, self.params), "defense", privacy,
                          self.make_context())
         assert plan["note"] != NOT_DECLARED, (f"{self.defense} declares neither releases(ctx) "
                                               "nor planned_spends(): its plan cannot be shown")

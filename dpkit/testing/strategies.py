@@ -9,7 +9,7 @@ import annotated_types as at
 import torch
 from hypothesis import strategies as st
 
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
 
 
 @st.composite
@@ -109,6 +109,6 @@ def valid_params(draw, params_cls: Any, fixed: dict | None = None) -> dict:
 
 def mechanism_params(name: str, fixed: dict | None = None) -> st.SearchStrategy:
     """Valid params of the registered mechanism ``name``."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     return valid_params(get_registry().get("mechanism", name).cls.Params, fixed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
 
 STOP = ("the", "a", "of", "and")
 

@@ -1,6 +1,6 @@
 """Tiny generated labelled text for tests of defenses and tasks (seconds, no downloads).
 
-Also a plug-in module: registering it (``dpkit.plugins.register_plugin(module, name)``) adds the
+Also a plug-in module: registering it (``dpkit.contract.plugins.register_plugin(module, name)``) adds the
 dataset ``generated_text``, which defenses that load public data by name can be pointed at.
 """
 
@@ -10,10 +10,10 @@ import random
 
 from pydantic import Field
 
-from dpkit.component import Component
+from dpkit.contract.component import Component
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.hookspecs import hookimpl
-from dpkit.params import Params
+from dpkit.contract.hookspecs import hookimpl
+from dpkit.contract.params import Params
 
 POSITIVE = ("good", "great", "love", "fresh")
 NEGATIVE = ("bad", "hate", "rotten")

@@ -1,6 +1,6 @@
 """A toy plug-in (generated data, a random space, a noisy defense, an attack) for tests and demos.
 
-Load it with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy`` or ``dpkit.plugins.register_plugin``.
+Load it with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy`` or ``dpkit.contract.plugins.register_plugin``.
 Nothing here is a research method; it exercises the runner, the ledger and the reports in seconds.
 Its guarantee is still declared correctly (a test double that over-claims would teach the wrong
 thing).
@@ -15,14 +15,14 @@ import torch
 from pydantic import Field
 
 from dpkit.accounting import DpGuarantee
-from dpkit.component import Component
+from dpkit.contract.component import Component
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.hookspecs import hookimpl
-from dpkit.params import Params
-from dpkit.protocols import DefenseResult, ServerView
-from dpkit.releases import declare_releases
-from dpkit.space import EmbeddingSpace
-from dpkit.wire import Release
+from dpkit.contract.hookspecs import hookimpl
+from dpkit.contract.params import Params
+from dpkit.contract.protocols import DefenseResult, ServerView
+from dpkit.contract.releases import declare_releases
+from dpkit.text.space import EmbeddingSpace
+from dpkit.release.wire import Release
 
 WORDS = [f"w{i}" for i in range(40)]
 

@@ -19,5 +19,14 @@ def dpkit_register_defenses(register):
         register(cls)
 
 
+@dpkit.hookimpl
+def dpkit_register_defense_audits(register):
+    """Register the canary audits of the DPED family (imported only when the registry is built)."""
+    from dpkit_dped.audit import AUDITS
+
+    for name, adapter in AUDITS.items():
+        register(name, adapter)
+
+
 __all__ = ["DEFENSES", "DpedDefense", "DpedDpsgd", "DpedNonPrivate", "DpedNonPrivateSgd", "DpedPate",
            "DpedPublic"]

@@ -1,4 +1,4 @@
-"""Canary audits of the DPED family (imported by :func:`dpkit.audit.canary.auditable` on first use).
+"""Canary audits of the DPED family (registered through ``dpkit_register_defense_audits``).
 
 ``dped_dpsgd``: the defense's own calibration, ledger spends and :func:`train_dpsgd` on a small
 synthetic corpus; each canary is one document of a (center, context) pair of two tokens no other
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from dpkit.accounting import Ledger
-from dpkit.audit.canary import CanaryRun, register_defense_audit
+from dpkit.audit.canary import CanaryRun
 from dpkit_dped.aggregation import aggregate
 from dpkit_dped.defenses import privacy_settings, record
 from dpkit_dped.dpsgd import train_dpsgd
@@ -67,9 +67,6 @@ class DpsgdCanaryAudit:
         return CanaryRun(scores, ctx.ledger.epsilon(), ctx.ledger.delta_target,
                          "document (one canary document added or removed)",
                          {"noise_multiplier": z, "documents": len(docs)})
-
-
-register_defense_audit("dped_dpsgd", DpsgdCanaryAudit)
 
 
 @dataclass
@@ -164,5 +161,6 @@ def threshold_llr(answered: torch.Tensor, plan, threshold: float) -> np.ndarray:
     return np.nan_to_num(llr, posinf=1e6, neginf=-1e6)
 
 
-for _name in ("dped", "dped_pate"):
-    register_defense_audit(_name, AggregationCanaryAudit)
+AUDITS = {"dped_dpsgd": DpsgdCanaryAudit, "dped": AggregationCanaryAudit,
+          "dped_pate": AggregationCanaryAudit}
+"""Canary-audit adapter per defense name (registered by the plug-in's hook)."""

@@ -18,3 +18,12 @@ def dpkit_register_defenses(register):
     """Register HiddenEcho, HiddenEcho-Full and the LDP baseline."""
     for defense in DEFENSES:
         register(defense)
+
+
+@dpkit.hookimpl
+def dpkit_register_defense_audits(register):
+    """Register the canary audits of HiddenEcho and its variants (imported only when the registry is built)."""
+    from dpkit_hiddenecho.audit import AUDITS
+
+    for name, adapter in AUDITS.items():
+        register(name, adapter)

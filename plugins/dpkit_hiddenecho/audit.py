@@ -13,7 +13,6 @@ from __future__ import annotations
 import torch
 
 import dpkit
-from dpkit.audit.canary import register_defense_audit
 from dpkit.audit.canary_split import SplitCanaryAudit
 from dpkit_hiddenecho.data import privatize_split
 from dpkit_hiddenecho.protocol import SplitProtocol
@@ -50,5 +49,5 @@ class HiddenEchoCanaryAudit(SplitCanaryAudit):
         return float(p.eta)
 
 
-for _name in ("hiddenecho", "hiddenecho_ldp", "hiddenecho_full"):
-    register_defense_audit(_name, HiddenEchoCanaryAudit)
+AUDITS = {name: HiddenEchoCanaryAudit for name in ("hiddenecho", "hiddenecho_ldp", "hiddenecho_full")}
+"""Canary-audit adapter per defense name (registered by the plug-in's hook)."""

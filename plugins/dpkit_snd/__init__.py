@@ -28,3 +28,12 @@ def dpkit_register_defenses(register) -> None:
     """Register snd, tokembpriv, snd_text2text, snd_server_denoise and snd_clean."""
     for cls in DEFENSES:
         register(cls)
+
+
+@dpkit.hookimpl
+def dpkit_register_defense_audits(register):
+    """Register the canary audits of SnD and its baselines (imported only when the registry is built)."""
+    from dpkit_snd.audit import AUDITS
+
+    for name, adapter in AUDITS.items():
+        register(name, adapter)

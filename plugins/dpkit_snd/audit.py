@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 
-from dpkit.audit.canary import register_defense_audit
 from dpkit.audit.canary_split import SplitCanaryAudit
 from dpkit.wire import Release
 from dpkit_snd.client import SplitClient
@@ -47,5 +46,5 @@ class SndCanaryAudit(SplitCanaryAudit):
         return float(d.params.eta)
 
 
-for _name in ("snd", "tokembpriv", "snd_server_denoise"):
-    register_defense_audit(_name, SndCanaryAudit)
+AUDITS = {name: SndCanaryAudit for name in ("snd", "tokembpriv", "snd_server_denoise")}
+"""Canary-audit adapter per defense name (registered by the plug-in's hook)."""

@@ -73,10 +73,10 @@ class PrivatizeText(Component):
     params: PrivatizeTextParams
 
     def _prepared(self, ctx) -> _Prepared:
-        """Mechanism, space and tokenized documents for ``ctx``, computed once per context."""
-        cached = getattr(self, "_state", None)
-        if cached is not None and cached.ctx is ctx:
-            return cached
+        """Mechanism, space and tokenized documents for ``ctx``, computed once per cell."""
+        return ctx.prepared(self, lambda: self._prepare(ctx))
+
+    def _prepare(self, ctx) -> _Prepared:
         p = self.params
         mechanism = ctx.build("mechanism", p.mechanism, p.mechanism_params)
         if mechanism.domain not in ("embedding", "token"):
@@ -90,8 +90,7 @@ class PrivatizeText(Component):
         if isinstance(mechanism, FitsCounts) and train is not None:
             flat = torch.cat(train[0]) if train[0] else torch.zeros(0, dtype=torch.long)
             mechanism.fit_counts(torch.bincount(flat[flat >= 0], minlength=space.size))
-        self._state = _Prepared(ctx, mechanism, space, split, texts, docs, train)
-        return self._state
+        return _Prepared(ctx, mechanism, space, split, texts, docs, train)
 
     def releases(self, ctx) -> list[Release]:
         """What the client sends: privatized tokens (or noisy vectors), lengths, verbatim words."""

@@ -13,7 +13,7 @@ from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 from dpkit_snd.audit import SndCanaryAudit
 from dpkit_snd.defenses import SnD
 
-from dpkit.audit.canary import register_defense_audit
+import dpkit
 from dpkit.wire import Release
 
 
@@ -74,5 +74,10 @@ class CleanAlongsideSnD(SnD):
 
 BROKEN = {NoiselessDpsgd: DpsgdCanaryAudit, UnclippedDpsgd: DpsgdCanaryAudit,
           NoiselessThresholdPate: AggregationCanaryAudit, CleanAlongsideSnD: SndCanaryAudit}
-for _cls, _adapter in BROKEN.items():
-    register_defense_audit(_cls.name, _adapter)
+
+
+@dpkit.hookimpl
+def dpkit_register_defense_audits(register):
+    """The broken defenses' audits: the real adapters of the defenses they break."""
+    for cls, adapter in BROKEN.items():
+        register(cls.name, adapter)

@@ -7,12 +7,23 @@ from dpkit.audit.defense import describe
 from dpkit.cli.main import main
 from dpkit.testing import DefenseAuditContract
 
+from dpkit.contract.plugins import get_plugin_system, register_plugin
+
+from . import defense_broken
 from .defense_broken import (
     CleanAlongsideSnD,
     NoiselessDpsgd,
     NoiselessThresholdPate,
     UnclippedDpsgd,
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _broken_defense_audits():
+    """The broken defenses' audit adapters, registered through the hook like a plug-in's."""
+    register_plugin(defense_broken, "audit_broken_defenses")
+    yield
+    get_plugin_system().remove("audit_broken_defenses")
 
 # C is small so that clipping binds: a clipping bug can only show where gradients exceed C.
 DPSGD = {"target_epsilon": 2.0, "steps": 200, "sampling_rate": 0.02, "dim": 16,

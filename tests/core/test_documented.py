@@ -22,7 +22,7 @@ def _mentioned(name: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", DOCS) is not None
 
 
-@pytest.mark.parametrize("hook", sorted(hookspecs.HOOKS))
+@pytest.mark.parametrize("hook", sorted(hookspecs.ALL_HOOKS))
 def test_every_hook_is_documented(hook):
     assert inspect.getdoc(getattr(hookspecs, hook)), f"hook {hook} has no docstring"
     assert _mentioned(hook), f"hook {hook} is not mentioned in README.md or docs/*.md"

@@ -22,9 +22,9 @@ from types import ModuleType
 
 import pluggy
 
-from dpkit import hookspecs
-from dpkit.errors import DpkitError, PluginError
-from dpkit.registry import Registry
+from dpkit.contract import hookspecs
+from dpkit.base.errors import DpkitError, PluginError
+from dpkit.contract.registry import Registry
 
 GROUP = "dpkit"
 
@@ -135,6 +135,20 @@ class PluginSystem:
                     impl.function(register=register)
                 except Exception as exc:
                     info.build_errors.append(f"hook {hook_name} raised {type(exc).__name__}: {exc}")
+        for impl in getattr(self.pm.hook, hookspecs.AUDIT_HOOK).get_hookimpls():
+            info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
+
+            def register_audit(defense, factory, _info=info):
+                try:
+                    registry.add_audit(defense, factory, _info.name)
+                except PluginError as exc:
+                    _info.build_errors.append(str(exc))
+
+            try:
+                impl.function(register=register_audit)
+            except Exception as exc:
+                info.build_errors.append(f"hook {hookspecs.AUDIT_HOOK} raised "
+                                         f"{type(exc).__name__}: {exc}")
         for info in self.info.values():
             for err in info.errors:
                 registry.errors.setdefault(info.name, []).append(err)
@@ -154,7 +168,7 @@ def _env_names(var: str) -> set[str] | None:
 def _explain(exc: pluggy.PluginValidationError) -> str:
     """pluggy's validation error, with a did-you-mean for a misspelt hook name."""
     message = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    known = list(hookspecs.HOOKS)
+    known = list(hookspecs.ALL_HOOKS)
     for word in message.replace("'", " ").replace('"', " ").split():
         if word.startswith("dpkit_") and word not in known:
             close = difflib.get_close_matches(word, known, n=1)

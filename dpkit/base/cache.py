@@ -7,7 +7,7 @@ they were built from: use fingerprints (:attr:`dpkit.EmbeddingSpace.fingerprint`
 :attr:`dpkit.data.TextDataset.fingerprint`) and params, never ``id(obj)`` — CPython reuses ids
 of freed objects, so an id-keyed entry can silently serve a different object::
 
-    from dpkit.cache import process_cache
+    from dpkit.base.cache import process_cache
     _INDEXES = process_cache("my_plugin.indexes", "nearest-neighbour index per space and metric")
     index = _INDEXES.get_or_build((space.fingerprint, metric), lambda: VocabIndex(...))
 
@@ -21,23 +21,29 @@ tensors and numbers: they are read back with ``torch.load(weights_only=True)``, 
 Never put the seed or swept value in a key unless the value depends on it — and always put them
 in when it does::
 
-    from dpkit.cache import cached
+    from dpkit.base.cache import cached
     feats = cached("minilm_features", {"model": name, "texts": texts, "max_length": 40},
                    lambda: encode(texts))
 
 Trained artifacts with their own formats (denoisers, downloaded files) live under
-:func:`dpkit.context.cache_root` with file locks (:meth:`dpkit.RunContext.artifact_dir`).
+:func:`cache_root` with file locks (:meth:`dpkit.RunContext.artifact_dir`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
+
+
+def cache_root() -> Path:
+    """Root of dpkit's caches: ``$DPKIT_CACHE`` or ``~/.cache/dpkit``."""
+    return Path(os.environ.get("DPKIT_CACHE") or Path.home() / ".cache" / "dpkit").expanduser()
 
 
 class ProcessCache(Generic[V]):
@@ -130,7 +136,6 @@ def _from_disk(kind: str, name: str, compute: Callable[[], T], root: Path | None
     import torch
     from filelock import FileLock
 
-    from dpkit.context import cache_root
 
     folder = Path(root or cache_root()) / "shared" / kind
     folder.mkdir(parents=True, exist_ok=True)

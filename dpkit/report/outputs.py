@@ -162,7 +162,7 @@ def write_cells_csv(rows: list[dict], path: Path) -> None:
 
 def write_ledger(rows: list[dict], path: Path) -> None:
     """Every cell's ledger, keyed by cell, with its method and sweep point."""
-    from dpkit.jsonutil import json_safe
+    from dpkit.base.jsonutil import json_safe
 
     doc = {r["key"]: {"method": r["method"], "point": r["point"], "seed": r["seed"],
                       "summary": r.get("privacy", {}), "ledger": r.get("ledger", {})}
@@ -189,7 +189,7 @@ def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
         write_claims(verdicts, out / "claims.json")
     else:
         (out / "claims.json").unlink(missing_ok=True)
-    from dpkit.plot import plot_tradeoff
+    from dpkit.report.plot import plot_tradeoff
 
     plot_tradeoff(spec, aggregate(rows), metric_columns(rows, spec.report), out / "tradeoff.png",
                   verdicts)

@@ -1,10 +1,9 @@
 """Planned spends of a spec, without running it (``dpkit budget spec``): plan = run by construction.
 
-A defense that declares its releases (:class:`dpkit.protocols.DeclaresReleases`) is planned by
-the very call the runner makes before ``run``: ``releases(ctx)`` on the cell's real data and model
-(loaded from the cache like a run does), declared on a fresh ledger. Components whose spends
-depend only on their params implement ``planned_spends(privacy)``; anything else is listed with a
-note that its spends are only known by running it.
+Each cell is opened exactly as a run opens it (:func:`dpkit.runner.cell.open_cell`: the same
+defense, ledger, context and declared releases), and its ledger is read instead of running the
+defense. Components whose spends depend only on their params implement ``planned_spends(privacy)``;
+anything else is listed with a note that its spends are only known by running it.
 """
 
 from __future__ import annotations
@@ -18,21 +17,24 @@ from tabulate import tabulate
 
 from dpkit.accounting.ledger import Ledger
 from dpkit.accounting.serialize import describe, guarantee_to_dict
-from dpkit.errors import BudgetExceededError
-from dpkit.protocols import DeclaresReleases, PlansSpends
+from dpkit.base.errors import BudgetExceededError
+from dpkit.contract.protocols import DeclaresReleases, PlansSpends
+from dpkit.runner.cell import declare_releases, ledger_for, open_cell
 
 NOT_DECLARED = ("the component declares neither releases(ctx) nor planned_spends(); run the spec "
                 "to see its spends")
 
 
-def _ledger(privacy: Any) -> Ledger:
-    return Ledger(delta=privacy.delta, accountant=privacy.accountant,
-                  ceiling=getattr(privacy, "ceiling", None),
-                  neighboring=getattr(privacy, "neighboring", "add_remove"))
-
-
 def _finite(values: dict[str, float]) -> dict[str, float | str]:
     return {k: (v if math.isfinite(v) else "inf") for k, v in values.items()}
+
+
+def _note(component: Any, ledger: Ledger) -> str:
+    if isinstance(component, DeclaresReleases):
+        return ""
+    if isinstance(component, PlansSpends):
+        return "" if ledger.spends else "no spends can be listed before running"
+    return NOT_DECLARED
 
 
 def _record(ledger: Ledger, note: str, refused: str | None) -> dict[str, Any]:
@@ -44,15 +46,13 @@ def _record(ledger: Ledger, note: str, refused: str | None) -> dict[str, Any]:
 
 
 def plan_cell(component: Any, kind: str, privacy: Any, ctx: Any = None) -> dict[str, Any]:
-    """Spends, ledger summary, note and (if the ceiling refuses one) the refusal, for one cell.
+    """Spends, ledger summary, note and (if the ceiling refuses one) the refusal, for one component.
 
-    ``ctx`` is a :class:`dpkit.context.RunContext` with the cell's data and model; it is needed
-    for components that declare releases (their counts come from the data).
+    ``ctx`` is a :class:`dpkit.contract.context.RunContext` with the cell's data and model; it is
+    needed for components that declare releases (their counts come from the data).
     """
-    from dpkit.releases import declare_releases
-
-    ledger = _ledger(privacy)
-    refused, note = None, ""
+    ledger = ledger_for(privacy)
+    refused = None
     try:
         if isinstance(component, DeclaresReleases):
             if ctx is None:
@@ -63,31 +63,14 @@ def plan_cell(component: Any, kind: str, privacy: Any, ctx: Any = None) -> dict[
         elif isinstance(component, PlansSpends):
             for guarantee, label, count in component.planned_spends(privacy):
                 ledger.spend(guarantee, label, count)
-            note = "" if ledger.spends else "no spends can be listed before running"
-        else:
-            note = NOT_DECLARED
     except BudgetExceededError as exc:
         refused = str(exc)
-    return _record(ledger, note, refused)
-
-
-def _context(cell: Any, registry: Any, privacy: Any) -> Any:
-    """The RunContext a run of ``cell`` gets, on CPU (planning never needs a GPU)."""
-    from dpkit.context import RunContext, cache_root, load_component
-
-    cpu = torch.device("cpu")
-    dataset = load_component(registry, "dataset", cell.data["name"], cell.data["params"], cpu)
-    model = (load_component(registry, "model", cell.model["name"], cell.model["params"], cpu)
-             if cell.model else None)
-    return RunContext(dataset=dataset, model=model, device=cpu, seed=cell.seed,
-                      ledger=_ledger(privacy), registry=registry,
-                      cache_dir=cache_root() / "artifacts", privacy=privacy)
+    return _record(ledger, "" if refused else _note(component, ledger), refused)
 
 
 def plan_spec(path: str, registry: Any = None) -> list[dict[str, Any]]:
     """One record per cell of the spec at ``path``; seeds that plan identically are merged."""
-    from dpkit.plugins import get_registry
-    from dpkit.releases import defense_for
+    from dpkit.contract.plugins import get_registry
     from dpkit.spec import PrivacySettings, expand, load_spec
 
     registry = registry or get_registry()
@@ -95,10 +78,15 @@ def plan_spec(path: str, registry: Any = None) -> list[dict[str, Any]]:
     plans: list[dict[str, Any]] = []
     index: dict[str, dict[str, Any]] = {}
     for cell in expand(spec, registry):
-        privacy = PrivacySettings.model_validate(cell.privacy)
-        defense = defense_for(cell, registry)
-        ctx = _context(cell, registry, privacy) if isinstance(defense, DeclaresReleases) else None
-        record = plan_cell(defense, "defense", privacy, ctx)
+        ledger = ledger_for(PrivacySettings.model_validate(cell.privacy))
+        refused, defense = None, None
+        try:
+            defense = open_cell(cell, registry, torch.device("cpu"), planning=True,
+                                ledger=ledger).defense
+        except BudgetExceededError as exc:
+            refused = str(exc)
+        note = _note(defense, ledger) if defense is not None else ""
+        record = _record(ledger, note, refused)
         key = json.dumps([cell.method, cell.point, record], sort_keys=True, default=str)
         if key in index:
             index[key]["seeds"].append(cell.seed)

@@ -1,25 +1,20 @@
-"""Running a defense through the release path: declare, run, settle. Shared by run and plan."""
+"""How a defense's releases reach the ledger around its run: declare first, settle after.
+
+Plug-ins call :func:`declare_releases` first thing in ``run`` (so calling ``run`` directly, as
+tests do, declares too); the runner calls the same functions for every cell
+(:mod:`dpkit.runner.cell`).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from dpkit.accounting.guarantees import NoGuarantee
-from dpkit.protocols import DeclaresReleases, DefenseResult
+from dpkit.contract.protocols import DeclaresReleases, DefenseResult
 
 if TYPE_CHECKING:
     from dpkit.accounting.ledger import Spend
-    from dpkit.context import RunContext
-
-
-def defense_for(cell: Any, registry: Any) -> Any:
-    """The defense a cell runs: the named one, or ``privatize_text`` around a mechanism."""
-    from dpkit.spec import MECHANISM_TASK
-
-    if cell.kind == "mechanism":
-        params = {**cell.evaluation, "mechanism": cell.component, "mechanism_params": cell.params}
-        return registry.build("defense", MECHANISM_TASK, params)
-    return registry.build("defense", cell.component, cell.params)
+    from dpkit.contract.context import RunContext
 
 
 def declare_releases(defense: Any, ctx: RunContext) -> list[Spend]:

@@ -1,8 +1,8 @@
 """The one table of component kinds: hook name, protocol, and what the registry requires.
 
 Everything that lists kinds (the hook specifications, the registry, ``dpkit plugins``) reads it
-from here; adding a kind means one row below, one hook specification in :mod:`dpkit.hookspecs`
-and one protocol in :mod:`dpkit.protocols`.
+from here; adding a kind means one row below, one hook specification in :mod:`dpkit.contract.hookspecs`
+and one protocol in :mod:`dpkit.contract.protocols`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,9 @@ class Kind:
 
     name: str                        # registry kind, e.g. "mechanism"
     hook: str                        # the hook that registers it
-    protocol: str                    # class name in dpkit.protocols
+    protocol: str                    # class name in dpkit.contract.protocols (PROTOCOLS)
     methods: tuple[str, ...]         # methods every component of the kind must define
     plural: str                      # for listings
-
-    def protocol_class(self) -> type:
-        """The protocol class in :mod:`dpkit.protocols`."""
-        import dpkit.protocols
-
-        return getattr(dpkit.protocols, self.protocol)
 
 
 KIND_TABLE: tuple[Kind, ...] = (

@@ -2,7 +2,7 @@
 
 Every component is a class with a class attribute ``name`` (its registry key), a pydantic
 ``Params`` model (``extra="forbid"``, bounds declared with ``Field``; subclass
-:class:`dpkit.params.Params`) and an ``__init__(self, params)``. The runner builds it with
+:class:`dpkit.contract.params.Params`) and an ``__init__(self, params)``. The runner builds it with
 ``cls(cls.Params.model_validate(raw))``.
 """
 
@@ -11,14 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from dpkit.release.tokens import ReleasesVerbatim, SequenceLevel, is_sequence_level  # noqa: F401 (re-exported)
+from dpkit.release.view import ServerView  # noqa: F401 (re-exported)
+
 if TYPE_CHECKING:
     import torch
     from pydantic import BaseModel
 
     from dpkit.accounting.guarantees import Guarantee
-    from dpkit.context import RunContext
-    from dpkit.space import EmbeddingSpace
-    from dpkit.wire import Release
+    from dpkit.contract.context import RunContext
+    from dpkit.text.space import EmbeddingSpace
+    from dpkit.release.wire import Release
 
 
 @runtime_checkable
@@ -47,27 +50,12 @@ class Mechanism(Protocol):
 
 
 @dataclass
-class ServerView:
-    """What the untrusted party observed, the attacker's knowledge, and the hidden truth.
-
-    ``observed`` holds tensors that crossed the wire (e.g. ``"embeddings"``: noisy token
-    embeddings ``[n, d]``; ``"token_ids"``: substituted ids ``[n]``); ``knowledge`` what the
-    attacker is assumed to know (e.g. ``"space"``: the public :class:`EmbeddingSpace`); ``truth``
-    the private values used only to score attacks (e.g. ``"token_ids"``, ``"labels"``).
-    """
-
-    observed: dict[str, Any] = field(default_factory=dict)
-    knowledge: dict[str, Any] = field(default_factory=dict)
-    truth: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class DefenseResult:
     """Outcome of one defense run: metrics, the server's view for attacks, and bytes on the wire.
 
     Build ``view`` with ``ctx.wire.view(...)`` and ``wire_bytes`` with ``ctx.wire.summary()``: a
     view entry that did not cross ``ctx.wire`` is recorded by the runner as ε = ∞.
-    ``training_curves`` (see :func:`dpkit.training.attach_curves`) go to ``results.jsonl``.
+    ``training_curves`` (see :func:`dpkit.ml.training.attach_curves`) go to ``results.jsonl``.
     """
 
     metrics: dict[str, float]
@@ -146,7 +134,7 @@ class DeclaresReleases(Protocol):
     """
 
     def releases(self, ctx: RunContext) -> list[Release]:
-        """Every :class:`dpkit.wire.Release` this run will send up, with counts from ``ctx``."""
+        """Every :class:`dpkit.release.wire.Release` this run will send up, with counts from ``ctx``."""
 
 
 @runtime_checkable
@@ -155,21 +143,6 @@ class PlansSpends(Protocol):
 
     def planned_spends(self, privacy: Any) -> list[tuple[Guarantee, str, int]]:
         """``(guarantee, label, count)`` spends the run will record, given the spec's privacy."""
-
-
-@runtime_checkable
-class ReleasesVerbatim(Protocol):
-    """A token mechanism that passes some words through unchanged (e.g. stop words)."""
-
-    def verbatim_mask(self, ids: torch.Tensor, space: EmbeddingSpace) -> torch.Tensor:
-        """Boolean mask over ``ids``: True where the word is released verbatim (ε = ∞)."""
-
-
-@runtime_checkable
-class SequenceLevel(Protocol):
-    """A mechanism that must see one whole document per call (its guarantee has unit "sequence")."""
-
-    sequence_level: bool
 
 
 @runtime_checkable
@@ -217,11 +190,6 @@ CAPABILITIES: dict[str, type] = {
     "exact_output_probs": ExactOutputProbs,
 }
 """Optional capabilities by name: what a component may implement beyond its kind's protocol."""
-
-
-def is_sequence_level(mechanism: Any) -> bool:
-    """True for a mechanism that declares ``sequence_level = True``."""
-    return bool(getattr(mechanism, "sequence_level", False))
 
 
 PROTOCOLS: dict[str, type] = {

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from dpkit.cache import process_cache
-from dpkit.wire import Wire
+from dpkit.base.cache import cache_root, process_cache
+from dpkit.release.wire import Wire
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from dpkit.accounting import Ledger
-    from dpkit.registry import Registry
-
-
-def cache_root() -> Path:
-    """Root of dpkit's caches: ``$DPKIT_CACHE`` or ``~/.cache/dpkit``."""
-    return Path(os.environ.get("DPKIT_CACHE") or Path.home() / ".cache" / "dpkit").expanduser()
+    from dpkit.contract.registry import Registry
 
 
 def resolve_device(device: str) -> torch.device:
@@ -70,7 +66,7 @@ class RunContext:
     """One cell's inputs: data, model, device, seed, ledger, the wire to the server, registry, folders.
 
     ``wire`` is bound to ``ledger``: every tensor the defense sends to the untrusted side goes
-    through ``ctx.wire.send`` (see :mod:`dpkit.wire`).
+    through ``ctx.wire.send`` (see :mod:`dpkit.release.wire`).
     """
 
     dataset: Any
@@ -85,6 +81,7 @@ class RunContext:
     progress: Callable[[str], None] | None = None
     privacy: Any = None
     wire: Wire = None  # type: ignore[assignment]  # bound to ``ledger`` in __post_init__
+    _prepared: dict[int, tuple[Any, Any]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.wire is None:
@@ -128,6 +125,18 @@ class RunContext:
 
         folder = self.artifact_dir(kind, key)
         return FileLock(str(folder) + ".lock", timeout=6 * 3600)
+
+    def prepared(self, owner: Any, build: Callable[[], T]) -> T:
+        """What ``owner`` (e.g. a defense) prepared for this run, built once per cell.
+
+        A defense that computes the same thing in ``releases(ctx)`` and ``run(ctx)`` (tokenized
+        data, a split) asks for it here instead of keeping a private memo on itself.
+        """
+        entry = self._prepared.get(id(owner))
+        if entry is None or entry[0] is not owner:  # the owner is kept, so its id is never reused
+            entry = (owner, build())
+            self._prepared[id(owner)] = entry
+        return entry[1]
 
     def say(self, message: str) -> None:
         """Report progress of long work (shown under the run's progress bar)."""

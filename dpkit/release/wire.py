@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dpkit.accounting.guarantees import Guarantee, NoGuarantee
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
+from dpkit.release.view import ServerView
 
 if TYPE_CHECKING:
     from dpkit.accounting.ledger import Ledger, Spend
-    from dpkit.protocols import ServerView
 
 UP = "up"
 DOWN = "down"
@@ -218,7 +218,6 @@ class Wire:
     def view(self, knowledge: dict[str, Any] | None = None,
              truth: dict[str, Any] | None = None) -> ServerView:
         """The attacks' view: what crossed (or was derived from it), plus knowledge and truth."""
-        from dpkit.protocols import ServerView
 
         return ServerView(observed=dict(self.observed), knowledge=dict(knowledge or {}),
                           truth=dict(truth or {}))

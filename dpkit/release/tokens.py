@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -19,9 +19,29 @@ from dpkit.accounting.guarantees import (
     KAnonymityGuarantee,
     MetricDpGuarantee,
 )
-from dpkit.protocols import ReleasesVerbatim, is_sequence_level
-from dpkit.space import EmbeddingSpace
-from dpkit.wire import Release
+from dpkit.release.wire import Release
+from dpkit.text.space import EmbeddingSpace
+
+
+@runtime_checkable
+class ReleasesVerbatim(Protocol):
+    """A token mechanism that passes some words through unchanged (e.g. stop words)."""
+
+    def verbatim_mask(self, ids: torch.Tensor, space: EmbeddingSpace) -> torch.Tensor:
+        """Boolean mask over ``ids``: True where the word is released verbatim (ε = ∞)."""
+
+
+@runtime_checkable
+class SequenceLevel(Protocol):
+    """A mechanism that must see one whole document per call (its guarantee has unit "sequence")."""
+
+    sequence_level: bool
+
+
+def is_sequence_level(mechanism: Any) -> bool:
+    """True for a mechanism that declares ``sequence_level = True``."""
+    return bool(getattr(mechanism, "sequence_level", False))
+
 
 LENGTHS_NOTE = ("document lengths: dχ and per-document (ε, δ) compare neighbouring documents of "
                 "equal length, so lengths are public under the main release")

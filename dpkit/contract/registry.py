@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
-from dpkit.errors import ComponentNotFoundError, ParamsError, PluginError
-from dpkit.kinds import BY_NAME, KINDS
+from dpkit.base.errors import ComponentNotFoundError, ParamsError, PluginError
+from dpkit.contract.kinds import BY_NAME, KINDS
 
 
 @dataclass
@@ -30,11 +31,33 @@ class Entry:
 
 
 @dataclass
+class AuditEntry:
+    """A canary-audit adapter for the defense named ``defense`` and the plug-in that provided it."""
+
+    defense: str
+    factory: Callable[[Any], Any]
+    plugin: str
+
+
+@dataclass
 class Registry:
-    """Components by kind and name, plus the errors met while filling it."""
+    """Components by kind and name, audit adapters by defense, and the errors met filling them."""
 
     entries: dict[str, dict[str, Entry]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    audits: dict[str, AuditEntry] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
+
+    def add_audit(self, defense: str, factory: Callable[[Any], Any], plugin: str) -> None:
+        """Register ``factory(defense_instance)`` as the canary audit of defense ``defense``."""
+        if not isinstance(defense, str) or not defense.strip() or not callable(factory):
+            raise PluginError(f"plug-in {plugin!r} registered an invalid defense audit: call "
+                              "register(defense_name, factory) with a str and a callable, got "
+                              f"{defense!r}, {factory!r}")
+        existing = self.audits.get(defense)
+        if existing is not None and existing.factory is not factory:
+            raise PluginError(f"plug-in {plugin!r} registered an audit for defense {defense!r}, "
+                              f"already provided by plug-in {existing.plugin!r}")
+        self.audits[defense] = AuditEntry(defense, factory, plugin)
 
     def add(self, kind: str, cls: Any, plugin: str) -> None:
         """Validate and add ``cls`` as a ``kind`` component; raises PluginError if invalid."""

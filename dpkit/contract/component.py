@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from dpkit.params import NoParams
+from dpkit.contract.params import NoParams
 
 
 class Component:

@@ -1,0 +1,1 @@
+"""Machine-learning helpers: training curves, early stopping and the convergence rule, metrics."""

@@ -1,0 +1,22 @@
+"""Reports of a run, all derived from its rows: the terminal table, CSVs, ledger.json,
+claims.json, spec.json and the privacy–utility plot (``outputs``, ``plot``)."""
+
+from dpkit.report.outputs import (
+    PRIVACY_COLUMNS,
+    PRIVACY_HEADERS,
+    STATS,
+    UNCOVERED_HEADER,
+    aggregate,
+    metric_columns,
+    render_table,
+    short_reason,
+    uncovered_reasons,
+    write_cells_csv,
+    write_ledger,
+    write_outputs,
+    write_summary_csv,
+)
+
+__all__ = ["PRIVACY_COLUMNS", "PRIVACY_HEADERS", "STATS", "UNCOVERED_HEADER", "aggregate",
+           "metric_columns", "render_table", "short_reason", "uncovered_reasons",
+           "write_cells_csv", "write_ledger", "write_outputs", "write_summary_csv"]

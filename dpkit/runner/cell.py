@@ -1,0 +1,89 @@
+"""One cell's lifecycle: build its context, declare its releases, run, settle.
+
+:func:`open_cell` is everything a run does before the defense's ``run``: it builds the cell's
+ledger and :class:`~dpkit.contract.context.RunContext` and declares the defense's releases on the
+wire. A run (:func:`dpkit.runner.execute.execute_cell`) then calls ``run`` and :func:`settle`;
+a plan (``dpkit budget spec``, :func:`dpkit.runner.plan.plan_spec`) reads the ledger of the very
+same opened cell without running — so plan = run by construction, not by a second code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dpkit.accounting.ledger import Ledger
+from dpkit.base.cache import cache_root
+from dpkit.contract.context import RunContext, load_component
+from dpkit.contract.protocols import DeclaresReleases, PlansSpends
+from dpkit.contract.releases import declare_releases, run_defense, settle  # noqa: F401 (re-exported)
+
+def defense_for(cell: Any, registry: Any) -> Any:
+    """The defense a cell runs: the named one, or the spec's mechanism task around a mechanism."""
+    from dpkit.spec import MECHANISM_TASK
+
+    if cell.kind == "mechanism":
+        params = {**cell.evaluation, "mechanism": cell.component, "mechanism_params": cell.params}
+        return registry.build("defense", MECHANISM_TASK, params)
+    return registry.build("defense", cell.component, cell.params)
+
+
+def ledger_for(privacy: Any) -> Ledger:
+    """A fresh ledger with a spec's privacy settings (δ, accountant, ceiling, neighbouring)."""
+    return Ledger(delta=privacy.delta, accountant=privacy.accountant,
+                  ceiling=getattr(privacy, "ceiling", None),
+                  neighboring=getattr(privacy, "neighboring", "add_remove"))
+
+
+@dataclass
+class OpenCell:
+    """A cell ready to run: its defense, and a context whose releases are already declared.
+
+    ``ctx`` is None only for a plan of a defense that needs no data to state its spends.
+    """
+
+    defense: Any
+    ctx: RunContext | None
+    ledger: Ledger
+
+
+def cell_context(cell: Any, registry: Any, device: torch.device, ledger: Ledger,
+                 progress: Callable[[str], None] | None = None) -> RunContext:
+    """The :class:`RunContext` of ``cell``: its data and model (cached per process) on ``device``."""
+    from dpkit.spec import PrivacySettings
+
+    dataset = load_component(registry, "dataset", cell.data["name"], cell.data["params"], device)
+    model = (load_component(registry, "model", cell.model["name"], cell.model["params"], device)
+             if cell.model else None)
+    return RunContext(dataset=dataset, model=model, device=device, seed=cell.seed, ledger=ledger,
+                      registry=registry, cache_dir=cache_root() / "artifacts",
+                      options={"cell": cell.key}, progress=progress,
+                      privacy=PrivacySettings.model_validate(cell.privacy))
+
+
+def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool = False,
+              progress: Callable[[str], None] | None = None,
+              ledger: Ledger | None = None) -> OpenCell:
+    """Build ``cell``'s defense, ledger and context, and declare the defense's releases.
+
+    With ``planning``, a defense that states its spends from its params alone
+    (:class:`~dpkit.contract.protocols.PlansSpends`) records them without loading any data.
+    ``ledger`` (default: a fresh one from the cell's privacy settings) lets a caller read what
+    was recorded even when a ceiling refuses a spend part-way.
+    """
+    from dpkit.spec import PrivacySettings
+
+    privacy = PrivacySettings.model_validate(cell.privacy)
+    ledger = ledger if ledger is not None else ledger_for(privacy)
+    defense = defense_for(cell, registry)
+    if planning and not isinstance(defense, DeclaresReleases):
+        if isinstance(defense, PlansSpends):
+            for guarantee, label, count in defense.planned_spends(privacy):
+                ledger.spend(guarantee, label, count)
+        return OpenCell(defense, None, ledger)
+    ctx = cell_context(cell, registry, device, ledger, progress)
+    declare_releases(defense, ctx)
+    return OpenCell(defense, ctx, ledger)

@@ -1,0 +1,59 @@
+"""What every contract suite shares: building a component from its params, a tiny run context."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+import torch
+
+from dpkit.base.errors import ParamsError
+
+
+def component_class(kind: str, component: Any) -> Any:
+    """The class of ``component``: itself, or the registered class of that name."""
+    if isinstance(component, str):
+        from dpkit.contract.plugins import get_registry
+        return get_registry().get(kind, component).cls
+    return component
+
+
+def build_component(kind: str, component: Any, params: dict) -> Any:
+    """``component`` (a class or registered name) built with validated ``params``."""
+    from dpkit.contract.registry import validate_params
+
+    cls = component_class(kind, component)
+    return cls(validate_params(cls, params))
+
+
+class ParamsContract:
+    """Shared checks: valid params accepted (and round-trip), each invalid set rejected."""
+
+    kind: ClassVar[str] = ""
+    params: ClassVar[dict] = {}
+    invalid_params: ClassVar[list[dict]] = []
+
+    def _component(self) -> Any:
+        return getattr(self, self.kind)
+
+    def test_params_round_trip(self):
+        """Valid params validate, and their dump validates to the same params."""
+        built = build_component(self.kind, self._component(), self.params)
+        again = type(built.params).model_validate(built.params.model_dump())
+        assert again == built.params
+
+    def test_invalid_params_rejected(self):
+        """Every entry of ``invalid_params`` raises ParamsError; unknown keys too."""
+        for bad in [*self.invalid_params, {**self.params, "no_such_param_xyz": 1}]:
+            with pytest.raises(ParamsError):
+                build_component(self.kind, self._component(), bad)
+
+
+def tiny_context(model: Any, dataset: Any) -> Any:
+    """A CPU RunContext with a fresh ledger and the process registry, for contract tests."""
+    from dpkit.accounting import Ledger
+    from dpkit.contract.context import RunContext
+    from dpkit.contract.plugins import get_registry
+
+    return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=0,
+                      ledger=Ledger(), registry=get_registry())

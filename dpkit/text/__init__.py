@@ -1,0 +1,1 @@
+"""The embedding toolkit: vocabularies with their tables, nearest-neighbour search, metric noise."""
