@@ -61,6 +61,34 @@ def clear_loaded() -> None:
     _LOADED.clear()
 
 
+@dataclass(frozen=True)
+class AttackContext:
+    """What an attack gets besides the view: a device, seeded generators and progress.
+
+    No dataset, model, ledger or registry: an attack sees only what crossed the wire and the
+    public knowledge the defense stated (see :func:`dpkit.contract.attacks.run_attack`).
+    """
+
+    device: torch.device
+    seed: int
+    progress: Callable[[str], None] | None = None
+
+    def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
+        """A fresh generator for ``stream``, seeded from the cell seed (same stream, same draws)."""
+        gen = torch.Generator(device=device or self.device)
+        gen.manual_seed(derive_seed(self.seed, stream))
+        return gen
+
+    def numpy_seed(self, stream: str) -> int:
+        """A 32-bit seed for numpy / scikit-learn, derived like :meth:`generator`."""
+        return derive_seed(self.seed, stream) % (2**32)
+
+    def say(self, message: str) -> None:
+        """Report progress of long work (shown under the run's progress bar)."""
+        if self.progress is not None:
+            self.progress(message)
+
+
 @dataclass
 class RunContext:
     """One cell's inputs: data, model, device, seed, ledger, the wire to the server, registry, folders.
@@ -142,3 +170,7 @@ class RunContext:
         """Report progress of long work (shown under the run's progress bar)."""
         if self.progress is not None:
             self.progress(message)
+
+    def for_attack(self) -> AttackContext:
+        """The context an attack gets: this cell's device, seed and progress, nothing private."""
+        return AttackContext(self.device, self.seed, self.progress)

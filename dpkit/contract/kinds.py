@@ -25,7 +25,7 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("mechanism", "dpkit_register_mechanisms", "Mechanism", ("guarantee", "privatize"),
          "mechanisms"),
     Kind("defense", "dpkit_register_defenses", "Defense", ("run",), "defenses"),
-    Kind("attack", "dpkit_register_attacks", "Attack", ("run",), "attacks"),
+    Kind("attack", "dpkit_register_attacks", "Attack", ("run", "score"), "attacks"),
     Kind("dataset", "dpkit_register_datasets", "DatasetSource", ("load",), "datasets"),
     Kind("model", "dpkit_register_models", "ModelSource", ("load",), "models"),
 )

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from dpkit.accounting.guarantees import Guarantee
-    from dpkit.contract.context import RunContext
+    from dpkit.contract.context import AttackContext, RunContext
     from dpkit.text.space import EmbeddingSpace
     from dpkit.release.wire import Release
 
@@ -82,15 +82,25 @@ class Defense(Protocol):
 
 @runtime_checkable
 class Attack(Protocol):
-    """Takes a server view plus stated knowledge and returns attack-success metrics."""
+    """Guesses private values from what crossed the wire; a separate scorer meets the truth.
+
+    The runner calls ``run(view, ctx)`` with a view holding only the observed tensors the attack
+    ``requires`` and the public ``knowledge`` (``view.truth`` is empty), and an
+    :class:`~dpkit.contract.context.AttackContext` (device, seeded generators — no dataset, model
+    or ledger); then ``score(guesses, truth)`` with the private truth. See
+    :func:`dpkit.contract.attacks.run_attack`.
+    """
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     requires: ClassVar[tuple[str, ...]]
     params: BaseModel
 
-    def run(self, view: ServerView, ctx: RunContext) -> dict[str, float]:
-        """Attack ``view.observed`` using ``view.knowledge``; score against ``view.truth``."""
+    def run(self, view: ServerView, ctx: AttackContext) -> Any:
+        """Attack ``view.observed`` using ``view.knowledge``; return the guesses."""
+
+    def score(self, guesses: Any, truth: dict[str, Any]) -> dict[str, float]:
+        """Score ``guesses`` against the private ``truth``; returns named finite metrics."""
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dpkit.accounting.guarantees import NoGuarantee
+from dpkit.contract.attacks import private_knowledge
 from dpkit.contract.protocols import DeclaresReleases, DefenseResult
 
 if TYPE_CHECKING:
@@ -30,7 +31,8 @@ def declare_releases(defense: Any, ctx: RunContext) -> list[Spend]:
 
 
 def settle(result: DefenseResult, ctx: RunContext) -> DefenseResult:
-    """Close the wire and record ε = ∞ for any view entry that did not cross it.
+    """Close the wire; record ε = ∞ for any view entry that did not cross it and any knowledge
+    entry that is the run's private data.
 
     Attacks then see only what the server could see, and a result whose ``wire_bytes`` is empty
     gets the wire's byte totals.
@@ -39,6 +41,10 @@ def settle(result: DefenseResult, ctx: RunContext) -> DefenseResult:
     for key in ctx.wire.unsent(result.view):
         ctx.ledger.spend(NoGuarantee(f"server view {key!r} did not cross dpkit's wire; what it "
                                      "reveals is not accounted"), label=f"view {key} (unsent)")
+    for key in private_knowledge(result.view, ctx):
+        ctx.ledger.spend(NoGuarantee(f"attack knowledge {key!r} is the run's private data (or its "
+                                     "context); attacks may only know public things"),
+                         label=f"knowledge {key} (private)")
     if not result.wire_bytes and ctx.wire.totals:
         result.wire_bytes = ctx.wire.summary()
     return result

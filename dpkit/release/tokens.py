@@ -1,6 +1,7 @@
 """The releases of a token or embedding mechanism run over documents: one rule for every notion.
 
-- η-dχ per token: one pass, ``count`` = released tokens; per sequence: ``count`` = documents.
+- η-dχ per token: one pass, ``count`` = released tokens; per sequence: ``count`` = documents
+  (a ``"group"`` release: the wire counts the documents from the per-document lengths sent).
 - (ε, δ)-DP and (k, ε)-anonymity per token compose within a document, so the unit reported is
   one document and ``count`` is the longest document's released tokens (DP-Prompt's n·ε); a
   token in another document is another individual's data, not a further composition.
@@ -64,7 +65,8 @@ def main_release(mechanism: Any, space: EmbeddingSpace | None, docs: list[torch.
     if isinstance(guarantee, MetricDpGuarantee) and guarantee.unit == "sequence" \
             or is_sequence_level(mechanism):
         n_docs = sum(1 for n in per_doc if n)
-        return Release(name, guarantee, f"{mechanism.name} (documents)", count=n_docs)
+        return Release(name, guarantee, f"{mechanism.name} (documents)", count=n_docs,
+                       unit="group")
     return Release(name, guarantee, f"{mechanism.name} (tokens)", count=n_known)
 
 

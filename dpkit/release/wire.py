@@ -10,15 +10,18 @@ declaration — the ledger never under-states.
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dpkit.accounting.guarantees import Guarantee, NoGuarantee
+from dpkit.accounting.guarantees import NoGuarantee
 from dpkit.base.errors import AccountingError
+from dpkit.release.declaration import UNITS, Release
+from dpkit.release.provenance import Provenance, captured_tensors, tensors_in
 from dpkit.release.view import ServerView
 
 if TYPE_CHECKING:
@@ -26,48 +29,6 @@ if TYPE_CHECKING:
 
 UP = "up"
 DOWN = "down"
-
-
-@dataclass(frozen=True)
-class Release:
-    """One kind of tensor the client sends up, declared before running, and what covers it.
-
-    ``guarantee`` and ``count`` become one ledger spend labelled ``label``. ``covers`` is how many
-    units (rows, unless a send says otherwise) the release may put on the wire; it defaults to
-    ``count``. With ``reusable`` the same rows may be sent again (e.g. each epoch) at no cost:
-    the wire counts distinct rows. ``covered_by`` names another release whose guarantee already
-    covers this tensor (e.g. attention masks: dχ neighbours have equal lengths); it records no
-    spend of its own and ``label`` says why.
-    """
-
-    name: str
-    guarantee: Guarantee | None
-    label: str
-    count: int = 1
-    covers: int | None = None
-    reusable: bool = False
-    covered_by: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.guarantee is None) == (self.covered_by is None):
-            raise AccountingError(f"release {self.name!r}: give exactly one of guarantee= "
-                                  "(a new ledger spend) or covered_by= (another release's name)")
-        if self.count < 0 or (self.covers is not None and self.covers < 0):
-            raise AccountingError(f"release {self.name!r}: count and covers must be ≥ 0, got "
-                                  f"count={self.count!r}, covers={self.covers!r}")
-
-    @classmethod
-    def uncovered(cls, name: str, reason: str, count: int = 1, reusable: bool = False) -> Release:
-        """A release nothing covers: ε = ∞ on the ledger with ``reason`` naming the tensor."""
-        return cls(name, NoGuarantee(f"{name}: {reason}"), f"{name} (no guarantee)", count,
-                   reusable=reusable)
-
-    @property
-    def limit(self) -> int | None:
-        """Units this release may carry (None: unlimited, for ∞ and covered-by releases)."""
-        if self.covered_by is not None or isinstance(self.guarantee, NoGuarantee):
-            return None
-        return self.count if self.covers is None else self.covers
 
 
 _MISSING = object()
@@ -99,20 +60,29 @@ class Wire:
     phase: str = "run"
     totals: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
     batches: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    observed: dict[str, Any] = field(default_factory=dict)
     releases: dict[str, Release] = field(default_factory=dict)
     spends: dict[str, Spend] = field(default_factory=dict)
     units: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    derived: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    derived: dict[str, Provenance] = field(default_factory=dict)
     declared_by: set[int] = field(default_factory=set)
-    _seen: dict[str, set[bytes]] = field(default_factory=dict)
+    _observed: dict[str, Any] = field(default_factory=dict)
+    _seen: dict[str, Counter[bytes]] = field(default_factory=dict)
     _keep: dict[str, int] = field(default_factory=dict)
     _parts: dict[str, list[torch.Tensor]] = field(default_factory=lambda: defaultdict(list))
     _closed: bool = False
 
+    @property
+    def observed(self) -> Mapping[str, Any]:
+        """What the server observed (read-only: only :meth:`send`, :meth:`reply` and
+        :meth:`derive` add to it)."""
+        return MappingProxyType(self._observed)
+
     # ------------------------------------------------------------------ declaring
     def declare(self, releases: Iterable[Release]) -> list[Spend]:
-        """Record each release on the ledger (one spend each) before anything is sent."""
+        """Record each release on the ledger (one spend each) before anything is sent.
+
+        An uncovered release records its ∞ entry here, whatever its count.
+        """
         recorded = []
         for release in releases:
             if release.name in self.releases:
@@ -122,8 +92,8 @@ class Wire:
                 raise AccountingError(f"release {release.name!r} is covered_by "
                                       f"{release.covered_by!r}, which is not declared before it")
             self.releases[release.name] = release
-            if release.guarantee is not None and release.count > 0:
-                spend = self.ledger.spend(release.guarantee, release.label, release.count)
+            if release.guarantee is not None and (release.count > 0 or release.is_uncovered):
+                spend = self.ledger.spend(release.guarantee, release.label, max(release.count, 1))
                 self.spends[release.name] = spend
                 recorded.append(spend)
         return recorded
@@ -131,43 +101,75 @@ class Wire:
     # -------------------------------------------------------------------- sending
     def send(self, name: str, tensor: torch.Tensor, direction: str = UP, *,
              units: int | None = None, rows: torch.Tensor | None = None,
+             groups: Sequence[int] | torch.Tensor | None = None,
              observe: str | None = None, observe_rows: torch.Tensor | None = None,
              requires_grad: bool = False) -> torch.Tensor:
-        """Send ``tensor`` one way; returns the receiver's detached copy (a leaf if ``requires_grad``).
+        """Send ``tensor`` from the client to the server; returns the server's detached copy.
 
-        Up-sends need a declared release named ``name`` (an undeclared one is recorded as ε = ∞).
-        ``units`` is how many units this send releases (default: rows of ``tensor``, or of
-        ``tensor[rows]`` when a boolean ``rows`` mask marks the real rows, e.g. non-padding).
-        ``observe`` keeps the sent rows (``tensor[rows]``, or ``tensor[observe_rows]`` to keep
-        fewer, e.g. no special tokens) under that view key for the attacks.
+        Needs a declared release named ``name`` (an undeclared one is recorded as ε = ∞). The
+        wire counts its units by the release's unit (:mod:`dpkit.release.declaration`) from
+        ``tensor[rows]`` when a boolean ``rows`` mask marks the real rows (e.g. non-padding),
+        with ``groups`` for group-counted releases; ``units``, if given, must agree with that
+        count. ``observe`` keeps the sent rows (``tensor[rows]``, or ``tensor[observe_rows]`` to
+        keep fewer) under that view key for the attacks. The server's answers go back through
+        :meth:`reply`.
         """
-        if direction not in (UP, DOWN):
-            raise ValueError(f"wire direction must be {UP!r} or {DOWN!r}, got {direction!r}")
-        if self._closed:
-            raise AccountingError(f"wire is closed; {name!r} was sent after the run ended")
-        self.totals[(self.phase, direction, name)] += tensor_bytes(tensor)
+        if direction != UP:
+            if direction == DOWN:
+                raise AccountingError(f"wire.send({name!r}, …) is the client's upload; send the "
+                                      f"server's answer with wire.reply({name!r}, …)")
+            raise ValueError(f"wire direction must be {UP!r}, got {direction!r}")
+        self._check_open(name)
+        self.totals[(self.phase, UP, name)] += tensor_bytes(tensor)
         real = tensor[rows.bool()] if rows is not None else tensor
-        if direction == UP:
-            self._count(name, real, units)
-        received = tensor.detach()
+        self._count(name, real, units, groups)
         if observe is not None:
             shown = tensor[observe_rows.bool()] if observe_rows is not None else real
             self._observe(observe, shown.detach())
+        received = tensor.detach()
         return received.requires_grad_(True) if requires_grad else received
 
-    def _count(self, name: str, real: torch.Tensor, units: int | None) -> None:
+    def reply(self, name: str, tensor: torch.Tensor, *, observe: str | None = None,
+              requires_grad: bool = False) -> torch.Tensor:
+        """Send the server's ``tensor`` down to the client (metered, not counted); returns the
+        client's detached copy. ``observe`` keeps it in the view (the server knows its answers)."""
+        self._check_open(name)
+        self.totals[(self.phase, DOWN, name)] += tensor_bytes(tensor)
+        if observe is not None:
+            self._observe(observe, tensor.detach())
+        received = tensor.detach()
+        return received.requires_grad_(True) if requires_grad else received
+
+    def _check_open(self, name: str) -> None:
+        if self._closed:
+            raise AccountingError(f"wire is closed; {name!r} was sent after the run ended")
+
+    def _count(self, name: str, real: torch.Tensor, units: int | None,
+               groups: Sequence[int] | torch.Tensor | None) -> None:
         release = self.releases.get(name)
         if release is None:
-            release = Release.uncovered(name, "sent to the server without a declared release",
-                                        count=1)
+            release = Release.uncovered(name, "sent to the server without a declared release")
             self.declare([release])
-        if release.reusable and units is None and real.ndim:
-            seen = self._seen.setdefault(name, set())
-            before = len(seen)
-            seen.update(_row_digests(real))
-            self.units[name] += len(seen) - before
-        else:
-            self.units[name] += units if units is not None else (real.shape[0] if real.ndim else 1)
+        measured = release.measure(real, groups)
+        if units is not None and int(units) != measured:
+            raise AccountingError(
+                f"wire.send({name!r}): units={units} but the wire counts {measured} "
+                f"{release.unit}(s) in what was sent; the wire counts units itself — drop units= "
+                f"and declare the release's unit ({', '.join(UNITS)}) instead")
+        if release.reusable:
+            measured = self._new_rows(name, real)
+        self.units[name] += measured
+
+    def _new_rows(self, name: str, real: torch.Tensor) -> int:
+        """Rows of ``real`` beyond the copies of each row content this release already carried."""
+        if not real.ndim:
+            real = real.reshape(1)
+        now = Counter(_row_digests(real))
+        seen = self._seen.setdefault(name, Counter())
+        new = sum(max(0, n - seen[d]) for d, n in now.items())
+        for digest, n in now.items():
+            seen[digest] = max(seen[digest], n)
+        return new
 
     def _observe(self, key: str, rows: torch.Tensor) -> None:
         cap = self._keep.get(key)
@@ -176,7 +178,7 @@ class Wire:
             return
         self._parts[key].append(rows if cap is None or not rows.ndim else rows[:cap - have])
         parts = self._parts[key]
-        self.observed[key] = torch.cat(parts) if parts[0].ndim else parts[-1]
+        self._observed[key] = torch.cat(parts) if parts[0].ndim else parts[-1]
 
     def keep(self, key: str, rows: int | None) -> None:
         """Keep at most ``rows`` rows of what is observed under ``key`` (None: keep all)."""
@@ -185,15 +187,31 @@ class Wire:
         else:
             self._keep[key] = int(rows)
 
-    def derive(self, key: str, fn: Callable[..., Any], *sources: str) -> Any:
-        """A server-side computation on observed tensors only, added to the view under ``key``."""
-        missing = [s for s in sources if s not in self.observed]
+    def derive(self, key: str, fn: Callable[..., Any], *sources: str,
+               server_state: Mapping[str, Any] | None = None) -> Any:
+        """A server-side computation on observed tensors only, added to the view under ``key``.
+
+        ``fn`` receives the observed ``sources``. A tensor it captures (closure, defaults) that
+        did not cross the wire is recorded as ε = ∞ naming ``key``, unless it is listed in
+        ``server_state`` — what the server computed itself from what crossed (e.g. the model it
+        fine-tuned on the uploads), which the provenance records by name.
+        """
+        missing = [s for s in sources if s not in self._observed]
         if missing:
             raise AccountingError(f"derive {key!r}: {missing} never crossed the wire; the server "
-                                  f"can only compute from what it observed ({sorted(self.observed)})")
-        value = fn(*(self.observed[s] for s in sources))
-        self.observed[key] = value
-        self.derived[key] = tuple(sources)
+                                  f"can only compute from what it observed ({sorted(self._observed)})")
+        vouched = {id(t) for v in (server_state or {}).values() for t in tensors_in(v)}
+        crossed = {id(t) for v in self._observed.values() for t in tensors_in(v)}
+        foreign = [t for t in captured_tensors(fn) if id(t) not in vouched | crossed]
+        provenance = Provenance(tuple(sources), getattr(fn, "__qualname__", repr(fn)),
+                                tuple(sorted(server_state or {})), len(foreign))
+        if foreign:
+            self.ledger.spend(NoGuarantee(
+                f"server view {key!r} was derived by {provenance.function}, which captured "
+                f"{len(foreign)} tensor(s) that never crossed the wire"), f"view {key} (derived)")
+        value = fn(*(self._observed[s] for s in sources))
+        self._observed[key] = value
+        self.derived[key] = provenance
         return value
 
     def end_batch(self) -> None:
@@ -227,7 +245,7 @@ class Wire:
         if view is None:
             return []
         return sorted(key for key, value in view.observed.items()
-                      if not _same(value, self.observed.get(key, _MISSING)))
+                      if not _same(value, self._observed.get(key, _MISSING)))
 
     def bytes(self, phase: str | None = None, direction: str | None = None,
               name: str | None = None) -> int:

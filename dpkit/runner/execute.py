@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from dpkit.contract.attacks import run_attack
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.runner.cell import open_cell, settle
 from dpkit.spec import Cell
@@ -41,7 +42,7 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         if view is None or not all(r in view.observed for r in attack.requires):
             skipped.append(ref["name"])
             continue
-        metrics.update({k: float(v) for k, v in attack.run(view, ctx).items()})
+        metrics.update(run_attack(attack, view, ctx))
     return {
         "key": cell.key,
         "spec": cell.spec_name,

@@ -27,6 +27,7 @@ from dpkit.accounting.guarantees import (
     NoGuarantee,
 )
 from dpkit.text.space import EmbeddingSpace
+from dpkit.contract.attacks import run_attack
 from dpkit.testing.params_contract import ParamsContract, build_component, component_class, tiny_context
 from dpkit.testing.samples import same_distribution
 
@@ -151,14 +152,25 @@ class AttackContract(ParamsContract):
         cls = component_class("attack", self.attack)
         assert isinstance(cls.requires, tuple) and all(isinstance(k, str) for k in cls.requires)
 
+    def test_run_never_sees_the_truth(self):
+        """run() gets no truth: an attack that reads view.truth fails here, not in production."""
+        from dpkit.audit import make_test_space
+        from dpkit.contract.attacks import attack_view
+
+        space = make_test_space()
+        attack = build_component("attack", self.attack, self.params)
+        view = attack_view(self.make_view(space), tuple(attack.requires))
+        assert view.truth == {}
+        attack.run(view, self.make_context(space).for_attack())
+
     def test_metrics_finite_and_reproducible(self):
-        """run() returns named finite floats, the same for the same seed."""
+        """score(run()) returns named finite floats, the same for the same seed."""
         from dpkit.audit import make_test_space
 
         space = make_test_space()
         attack = build_component("attack", self.attack, self.params)
-        first = attack.run(self.make_view(space), self.make_context(space))
-        again = attack.run(self.make_view(space), self.make_context(space))
+        first = run_attack(attack, self.make_view(space), self.make_context(space))
+        again = run_attack(attack, self.make_view(space), self.make_context(space))
         assert first and all(isinstance(k, str) for k in first)
         assert all(math.isfinite(float(v)) for v in first.values()), first
         assert first == again

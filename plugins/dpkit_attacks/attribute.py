@@ -71,16 +71,27 @@ class AttributeInference(Component):
 
     params: AttributeInferenceParams
 
-    def run(self, view: ServerView, ctx) -> dict[str, float]:
-        """``attribute_accuracy`` of the attacker and the ``attribute_majority`` baseline."""
-        x, y = view.observed["representations"], view.truth.get("attributes")
+    def run(self, view: ServerView, ctx) -> dict:
+        """The observed representations, the auxiliary labelled data if the attacker has some,
+        and the attacker's seeded generator."""
+        return {"x": view.observed["representations"],
+                "aux_x": view.knowledge.get("aux_representations"),
+                "aux_y": view.knowledge.get("aux_attributes"),
+                "generator": ctx.generator("attribute_inference", device="cpu")}
+
+    def score(self, guesses: dict, truth: dict) -> dict[str, float]:
+        """``attribute_accuracy`` of the attacker and the ``attribute_majority`` baseline.
+
+        Without auxiliary data the threat model gives the attacker the attributes of an
+        ``aux_fraction`` of the observed records; that fraction is drawn here, where the truth is.
+        """
+        x, y, gen = guesses["x"], truth.get("attributes"), guesses["generator"]
         if y is None:
-            raise ValueError("attribute_inference needs view.truth['attributes'] to score against")
+            raise ValueError("attribute_inference needs truth['attributes'] to score against")
         y = torch.as_tensor(y, device=x.device).long()
-        gen = ctx.generator("attribute_inference", device="cpu")
-        if "aux_representations" in view.knowledge:
-            train_x = view.knowledge["aux_representations"]
-            train_y = torch.as_tensor(view.knowledge["aux_attributes"], device=x.device).long()
+        if guesses["aux_x"] is not None:
+            train_x = guesses["aux_x"]
+            train_y = torch.as_tensor(guesses["aux_y"], device=x.device).long()
             test_x, test_y = x, y
         else:
             order = torch.randperm(len(y), generator=gen).to(x.device)

@@ -61,14 +61,20 @@ class MutualInformation(Component):
 
     params: MutualInformationParams
 
-    def run(self, view: ServerView, ctx) -> dict[str, float]:
-        """``mutual_information``: needs ``view.truth['embeddings']`` (clean) or the space + ids."""
-        noisy = view.observed["embeddings"]
-        clean = view.truth.get("embeddings")
+    def run(self, view: ServerView, ctx) -> dict[str, torch.Tensor | None]:
+        """What the measurement needs from the view: the noisy vectors and the public table."""
+        space = view.knowledge.get("space")
+        return {"noisy": view.observed["embeddings"],
+                "table": None if space is None else space.vectors}
+
+    def score(self, guesses: dict, truth: dict) -> dict[str, float]:
+        """``mutual_information``: needs ``truth['embeddings']`` (clean) or the table + true ids."""
+        noisy = guesses["noisy"]
+        clean = truth.get("embeddings")
         if clean is None:
-            ids = view.truth["token_ids"].to(noisy.device)
+            ids = truth["token_ids"].to(noisy.device)
             keep = ids >= 0
-            clean = view.knowledge["space"].vectors.to(noisy.device)[ids[keep]]
+            clean = guesses["table"].to(noisy.device)[ids[keep]]
             noisy = noisy[keep]
         n = min(len(noisy), self.params.max_samples)
         return {"mutual_information": kl_mutual_information(clean[:n].float(), noisy[:n].float(),

@@ -14,6 +14,23 @@ from dpkit.search import VocabIndex
 from dpkit.space import EmbeddingSpace
 
 
+def knn_candidates(queries: torch.Tensor, table: torch.Tensor, k: int,
+                   metric: str = "l2") -> torch.Tensor:
+    """Ids ``[N, k]`` of the k nearest table rows of each query (nearest first)."""
+    return VocabIndex(table, metric).search(queries, k)[1]
+
+
+def hit_rates(candidates: torch.Tensor, truth: torch.Tensor, ks: tuple[int, ...]) -> dict[int, float]:
+    """Share of rows whose true id is among their first k candidates, per k (``truth < 0``: not
+    scored; nan when no row is scored)."""
+    truth = truth.to(candidates.device)
+    scored = truth >= 0
+    if not bool(scored.any()):
+        return {k: float("nan") for k in ks}
+    hit_rank = (candidates[scored] == truth[scored].unsqueeze(1)).long()
+    return {k: float(hit_rank[:, :k].any(1).float().mean()) for k in ks}
+
+
 def knn_recovery(queries: torch.Tensor, table: torch.Tensor, truth: torch.Tensor,
                  ks: tuple[int, ...] = (1, 5), metric: str = "l2") -> dict[int, float]:
     """Share of rows whose true id ``truth`` is among the k nearest table rows of the query, per k.
@@ -48,6 +65,21 @@ def substitute_recovery(substituted: torch.Tensor, truth: torch.Tensor, space: E
     return {k: float(hits[:, :k].any(1).float().mean()) for k in ks}
 
 
+def substitute_candidates(substituted: torch.Tensor, space: EmbeddingSpace, k: int,
+                          metric: str = "l2") -> torch.Tensor:
+    """The k nearest tokens ``[N, k]`` of each substitute's vector, searched once per distinct
+    substitute; rows of substitutes out of the vocabulary (``< 0``) are −1."""
+    device = space.vectors.device
+    substituted = substituted.to(device)
+    out = torch.full((len(substituted), k), -1, dtype=torch.long, device=device)
+    keep = substituted >= 0
+    if bool(keep.any()):
+        uniq, inverse = torch.unique(substituted[keep], return_inverse=True)
+        _, ids = VocabIndex(space.vectors, metric).search(space.vectors[uniq], k)
+        out[keep] = ids[inverse]
+    return out
+
+
 def _space_of(view: ServerView, attack: str) -> EmbeddingSpace:
     space = view.knowledge.get("space")
     if not isinstance(space, EmbeddingSpace):
@@ -77,12 +109,16 @@ class NNInversion(Component):
 
     params: KnnParams
 
-    def run(self, view: ServerView, ctx) -> dict[str, float]:
-        """``inversion_top{k}``: share of tokens whose true id is among the k nearest of the noisy vector."""
+    def run(self, view: ServerView, ctx) -> torch.Tensor:
+        """The k nearest tokens ``[N, max k]`` of each noisy vector (the first ``max_queries``)."""
         space = _space_of(view, self.name)
-        take = _cap(len(view.truth["token_ids"]), self.params.max_queries)
-        rates = knn_recovery(view.observed["embeddings"][take], space.vectors,
-                             view.truth["token_ids"][take], tuple(self.params.ks), self.params.metric)
+        noisy = view.observed["embeddings"]
+        return knn_candidates(noisy[_cap(len(noisy), self.params.max_queries)], space.vectors,
+                              max(self.params.ks), self.params.metric)
+
+    def score(self, guesses: torch.Tensor, truth: dict) -> dict[str, float]:
+        """``inversion_top{k}``: share of tokens whose true id is among the k nearest of the noisy vector."""
+        rates = hit_rates(guesses, truth["token_ids"][:len(guesses)], tuple(self.params.ks))
         return {f"inversion_top{k}": v for k, v in rates.items()}
 
 
@@ -95,11 +131,18 @@ class TokenRecovery(Component):
 
     params: KnnParams
 
-    def run(self, view: ServerView, ctx) -> dict[str, float]:
-        """``recovery_at{k}``: Pr@k over the in-vocabulary tokens of the privatized text."""
+    def run(self, view: ServerView, ctx) -> torch.Tensor:
+        """The k nearest tokens ``[N, max k]`` of each substitute's vector (−1 rows for a
+        substitute out of the vocabulary)."""
         space = _space_of(view, self.name)
-        take = _cap(len(view.truth["token_ids"]), self.params.max_queries)
-        rates = substitute_recovery(view.observed["substituted_ids"][take],
-                                    view.truth["token_ids"][take], space, tuple(self.params.ks),
-                                    self.params.metric)
+        subs = view.observed["substituted_ids"]
+        return substitute_candidates(subs[_cap(len(subs), self.params.max_queries)], space,
+                                     max(self.params.ks), self.params.metric)
+
+    def score(self, guesses: torch.Tensor, truth: dict) -> dict[str, float]:
+        """``recovery_at{k}``: Pr@k over the in-vocabulary tokens of the privatized text."""
+        known = guesses[:, 0] >= 0
+        ids = truth["token_ids"][:len(guesses)].to(guesses.device)
+        rates = hit_rates(guesses, torch.where(known, ids, torch.full_like(ids, -1)),
+                          tuple(self.params.ks))
         return {f"recovery_at{k}": v for k, v in rates.items()}

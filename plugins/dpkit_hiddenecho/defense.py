@@ -94,7 +94,7 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
                           reusable=True),
             dpkit.Release("mask", None, "attention masks: token counts, public under dχ's "
                           "equal-length neighbours", covered_by="embeddings"),
-            dpkit.Release.uncovered("gradients", GRADIENTS_REASON, count=steps),
+            dpkit.Release.uncovered("gradients", GRADIENTS_REASON, count=steps, unit="send"),
         ]
 
     def run(self, ctx) -> dpkit.DefenseResult:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dpkit.wire import DOWN, UP, Wire
+from dpkit.wire import Wire
 from dpkit_hiddenecho.denoiser import Downsampler, GatedResidualDenoiser, TaskHead
 from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache
 from dpkit_hiddenecho.mine import MineEstimator, sample_tokens, token_rows
@@ -125,14 +125,13 @@ class SplitProtocol:
              labels: torch.Tensor) -> float:
         """One training step; returns the task loss. Gradients cross the wire like activations."""
         w = self.wire
-        noisy_s = w.send("embeddings", noisy, UP, rows=mask)
-        mask_s = w.send("mask", mask, UP)
+        noisy_s = w.send("embeddings", noisy, rows=mask)
+        mask_s = w.send("mask", mask)
         sent = self.server_forward(noisy_s, mask_s)
         idx = sample_tokens(mask, self.layout.mine_tokens, self.generator)
         server_ib = self.ib_term(self.server.mine_in, token_rows(noisy_s, idx), sent, idx,
                                  "server")
-        received = [w.send("hidden_states", h, DOWN, requires_grad=h.requires_grad)
-                    for h in sent]
+        received = [w.reply("hidden_states", h, requires_grad=h.requires_grad) for h in sent]
         out, logits = self.client_forward(clean, received, mask)
         task = nn.functional.cross_entropy(logits, labels)
         client_ib = self.ib_term(self.client.mine_out, token_rows(out, idx), received, idx,
@@ -140,7 +139,7 @@ class SplitProtocol:
         (task - self.layout.ib_alpha * self.layout.ib_beta * client_ib).backward()
         # Gradients go back only for states with something trainable behind them on the server.
         tensors = [h for h in sent if h.requires_grad]
-        grad_outputs = [w.send("gradients", r.grad, UP, units=1)
+        grad_outputs = [w.send("gradients", r.grad)
                         for r in received if r.requires_grad]
         if server_ib.requires_grad:
             tensors.append(self.layout.ib_alpha * server_ib)
@@ -170,10 +169,10 @@ class SplitProtocol:
         """Inference: class logits ``[B, C]``; with ``observe``, the attacks' view keeps the sent
         rows ``observe_rows`` (under ``"embeddings"``)."""
         w = self.wire
-        noisy_s = w.send("embeddings", noisy, UP, rows=mask,
+        noisy_s = w.send("embeddings", noisy, rows=mask,
                          observe="embeddings" if observe else None, observe_rows=observe_rows)
-        mask_s = w.send("mask", mask, UP)
-        received = [w.send("hidden_states", h, DOWN) for h in self.server_forward(noisy_s, mask_s)]
+        mask_s = w.send("mask", mask)
+        received = [w.reply("hidden_states", h) for h in self.server_forward(noisy_s, mask_s)]
         _, logits = self.client_forward(clean, received, mask)
         w.end_batch()
         return logits

@@ -17,12 +17,23 @@ from pydantic import Field
 import dpkit
 from dpkit.search import nearest
 from dpkit.training import convergence_metrics
-from dpkit_obfuslm.scoring import flatten_scored, score_candidates
+from dpkit_obfuslm.scoring import score_documents
 
 
-def _tokens(view: dpkit.ServerView) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    return flatten_scored(view.observed["token_ids"], view.truth["token_ids"],
-                          view.knowledge.get("special_ids"))
+def _tokens(view: dpkit.ServerView) -> torch.Tensor:
+    """Every observed obfuscated id, the documents concatenated."""
+    docs = view.observed["token_ids"]
+    return torch.cat([d.reshape(-1).cpu() for d in docs]).long() if docs else torch.empty(0).long()
+
+
+def _guesses(view: dpkit.ServerView, candidates: torch.Tensor, **extra) -> dict:
+    """Per-position candidates with what the scorer needs to line them up with the truth."""
+    return {"candidates": candidates, "special_ids": view.knowledge.get("special_ids"), **extra}
+
+
+def _score(guesses: dict, truth: dict, prefix: str) -> dict[str, float]:
+    return score_documents(guesses["candidates"], truth["token_ids"], guesses["special_ids"],
+                           prefix)
 
 
 def _knn_candidates(rows: torch.Tensor, observed: torch.Tensor, table: torch.Tensor,
@@ -46,12 +57,15 @@ class KnnPlus(dpkit.Component):
     Params: ClassVar[type[KnnPlusParams]] = KnnPlusParams
     requires: ClassVar[tuple[str, ...]] = ("obfuscated_table", "token_ids")
 
-    def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
-        """Top-1 / top-3 token recovery and ROUGE-L of the top-1 text."""
-        observed, truth, lengths = _tokens(view)
-        cand = _knn_candidates(view.observed["obfuscated_table"], observed,
+    def run(self, view: dpkit.ServerView, ctx) -> dict:
+        """The 3 nearest original tokens of each observed id."""
+        cand = _knn_candidates(view.observed["obfuscated_table"], _tokens(view),
                                view.knowledge["original_table"], self.params.metric)
-        return score_candidates(cand, truth, lengths, "knn")
+        return _guesses(view, cand)
+
+    def score(self, guesses: dict, truth: dict) -> dict[str, float]:
+        """Top-1 / top-3 token recovery and ROUGE-L of the top-1 text."""
+        return _score(guesses, truth, "knn")
 
 
 class TokenFrequency(dpkit.Component):
@@ -61,9 +75,9 @@ class TokenFrequency(dpkit.Component):
     Params: ClassVar[type[dpkit.NoParams]] = dpkit.NoParams
     requires: ClassVar[tuple[str, ...]] = ("token_ids",)
 
-    def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
-        """Top-1 / top-3 recovery and ROUGE-L from frequency matching."""
-        observed, truth, lengths = _tokens(view)
+    def run(self, view: dpkit.ServerView, ctx) -> dict:
+        """The 3 public tokens of nearest relative frequency for each observed id."""
+        observed = _tokens(view)
         vocab = int(view.knowledge["original_table"].shape[0])
         if not view.knowledge.get("public_token_ids"):
             raise ValueError("token_frequency: the server view has no public corpus; set the "
@@ -79,7 +93,11 @@ class TokenFrequency(dpkit.Component):
         window = (pos.unsqueeze(1) + torch.arange(-3, 3)).clamp(0, vocab - 1)
         gap = (sorted_freq[window] - f.unsqueeze(1)).abs()
         pick = window.gather(1, gap.argsort(dim=1, stable=True)[:, :3])
-        return score_candidates(order[pick][inverse], truth, lengths, "tfa")
+        return _guesses(view, order[pick][inverse])
+
+    def score(self, guesses: dict, truth: dict) -> dict[str, float]:
+        """Top-1 / top-3 recovery and ROUGE-L from frequency matching."""
+        return _score(guesses, truth, "tfa")
 
 
 class LearnedInversionParams(dpkit.Params):
@@ -99,11 +117,11 @@ class LearnedInversion(dpkit.Component):
     Params: ClassVar[type[LearnedInversionParams]] = LearnedInversionParams
     requires: ClassVar[tuple[str, ...]] = ("obfuscated_table", "token_ids")
 
-    def run(self, view: dpkit.ServerView, ctx) -> dict[str, float]:
-        """Top-1 / top-3 recovery and ROUGE-L of the inverted rows."""
+    def run(self, view: dpkit.ServerView, ctx) -> dict:
+        """The 3 nearest original tokens of each inverted observed row, and the training curve."""
         from dpkit_obfuslm.inversion import train_inverter
 
-        observed, truth, lengths = _tokens(view)
+        observed = _tokens(view)
         table = view.knowledge["original_table"].float()
         gen = ctx.generator("obfuslm.learned_inversion", device=table.device)
         inverter, curve = train_inverter(table, view.knowledge["obfuscation"], self.params, gen,
@@ -113,7 +131,12 @@ class LearnedInversion(dpkit.Component):
         with torch.no_grad():
             guess = inverter(rows[uniq.to(rows.device)])
         _, ids = nearest(guess, table, k=3, metric="cosine")
-        scores = score_candidates(ids.cpu()[inverse.cpu()], truth, lengths, "inv")
+        return _guesses(view, ids.cpu()[inverse.cpu()], curve=curve)
+
+    def score(self, guesses: dict, truth: dict) -> dict[str, float]:
+        """Top-1 / top-3 recovery and ROUGE-L of the inverted rows (and the inverter's curve)."""
+        scores = _score(guesses, truth, "inv")
+        curve = guesses["curve"]
         if curve.steps:  # attack metrics join the cell's: prefixed, so the defense's flag stays
             scores.update({f"inv_{k}": v for k, v in convergence_metrics([curve]).items()})
         return scores

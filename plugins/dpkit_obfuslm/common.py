@@ -84,7 +84,7 @@ def releases(tables: ObfuscatedTables | None, p: ObfuscationParams | None, n_ids
                            "obfuslm plaintext baseline: real token ids", count=max(1, n_ids)))
     else:
         out.append(Release("tables", tables.guarantee(), f"obfuslm tables (k={p.k}, "
-                           f"eps={p.epsilon}, {p.calibration} noise; per token)"))
+                           f"eps={p.epsilon}, {p.calibration} noise; per token)", unit="send"))
         out.append(Release.uncovered("token_ids", IDS_REASON, count=max(1, n_ids)))
     if n_labels:
         out.append(Release.uncovered("labels", LABELS_REASON, count=n_labels))

@@ -14,7 +14,6 @@ from pydantic import Field
 import dpkit
 from dpkit.releases import declare_releases
 from dpkit.training import attach_curves
-from dpkit.wire import DOWN
 from dpkit_obfuslm.classify import EncoderClassifier, fine_tune, predict
 from dpkit_obfuslm.client import ObfusClient
 from dpkit_obfuslm.common import (
@@ -130,13 +129,13 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     st = _prepared(defense, ctx, obfuscation)
     metrics = dict(st.metrics)
     if st.tables is not None:
-        wire.send("tables", st.tables.embeddings, units=1)
+        wire.send("tables", st.tables.embeddings)
     splits = (("train", st.train), ("validation", st.validation), ("test", st.test))
     for name, split in splits:
-        wire.send("token_ids", split.ids, units=int(split.mask.sum()), observe=f"{name}_ids")
+        wire.send("token_ids", split.ids, observe=f"{name}_ids")
         wire.send("mask", split.mask, observe=f"{name}_mask")
     for split in (st.train, st.validation):
-        wire.send("labels", split.labels, units=len(split))
+        wire.send("labels", split.labels)
     classifier = EncoderClassifier(st.server, model.hidden_size, st.n_labels,
                                    p.precision).to(ctx.device)
     started = time.perf_counter()
@@ -153,7 +152,7 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
                    train_examples=float(len(st.train)),
                    validation_examples=float(len(st.validation)))
     predictions = predict(classifier, st.test)
-    wire.send("predictions", predictions, DOWN)
+    wire.reply("predictions", predictions)
     metrics["accuracy"] = float((predictions == st.test.labels.cpu()).float().mean())
     wire.derive("token_ids", lambda *parts: _documents(*parts)[: p.attack_docs],
                 *(f"{name}_{part}" for name, _ in splits for part in ("ids", "mask")))

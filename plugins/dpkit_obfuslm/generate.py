@@ -15,7 +15,6 @@ from pydantic import Field
 import dpkit
 from dpkit.releases import declare_releases
 from dpkit.training import TrainingCurve, attach_curves
-from dpkit.wire import DOWN
 from dpkit_obfuslm.classify import Encoded
 from dpkit_obfuslm.client import ObfusClient
 from dpkit_obfuslm.common import (
@@ -158,11 +157,10 @@ class ObfusLMGenerate(dpkit.Component):
         st = self._prepared(ctx)
         metrics, key, client, prompts = dict(st.metrics), st.key, st.client, st.prompts
         if st.tables is not None:
-            wire.send("tables", st.tables.embeddings, units=1)
-        train_ids = wire.send("token_ids", st.train.ids, units=int(st.train.mask.sum()))
+            wire.send("tables", st.tables.embeddings)
+        train_ids = wire.send("token_ids", st.train.ids)
         train_mask = wire.send("mask", st.train.mask)
-        validation = Encoded(wire.send("token_ids", st.validation.ids,
-                                       units=int(st.validation.mask.sum())),
+        validation = Encoded(wire.send("token_ids", st.validation.ids),
                              wire.send("mask", st.validation.mask))
         started = time.perf_counter()
         server, curve = lora_fine_tune(st.server, train_ids, train_mask, p,
@@ -170,7 +168,7 @@ class ObfusLMGenerate(dpkit.Component):
         metrics.update(train_loss=curve.final_train, train_s=time.perf_counter() - started,
                        train_examples=float(len(st.train)),
                        validation_examples=float(len(validation)))
-        prompts = wire.send("token_ids", prompts, units=prompts.numel(), observe="prompts")
+        prompts = wire.send("token_ids", prompts, observe="prompts")
         eos = model.tokenizer.eos_token_id
         pad = model.tokenizer.pad_token_id
         with torch.no_grad():
@@ -179,8 +177,7 @@ class ObfusLMGenerate(dpkit.Component):
                                   max_new_tokens=p.new_tokens, do_sample=False,
                                   eos_token_id=None if eos is None else client.special_obfuscated_id(eos),
                                   pad_token_id=None if pad is None else client.special_obfuscated_id(pad))
-        generated = wire.send("completions", out[:, p.prompt_tokens:].cpu(), DOWN,
-                              observe="completions")
+        generated = wire.reply("completions", out[:, p.prompt_tokens:].cpu(), observe="completions")
         decoded = key.decode(generated)
         metrics["rougeL_generation"] = rouge_l(list(decoded), list(key.decode(st.reference)))
         metrics["decoded_example_chars"] = float(len(client.decode(generated[:1])[0]))

@@ -31,15 +31,6 @@ def rouge_l(recovered: list[torch.Tensor], truth: list[torch.Tensor]) -> float:
     return float(np.mean(scores)) if scores else 0.0
 
 
-def flatten_scored(observed: list[torch.Tensor], truth: list[torch.Tensor],
-                   special_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """Concatenate documents, dropping positions whose true token is special; returns lengths."""
-    keep = [t if special_ids is None else ~torch.isin(t, special_ids.to(t.device)) for t in truth]
-    obs = torch.cat([o[m] for o, m in zip(observed, keep)]) if observed else torch.empty(0)
-    tru = torch.cat([t[m] for t, m in zip(truth, keep)]) if truth else torch.empty(0)
-    return obs.long(), tru.long(), [int(m.sum()) for m in keep]
-
-
 def score_candidates(candidates: torch.Tensor, truth: torch.Tensor, lengths: list[int],
                      prefix: str) -> dict[str, float]:
     """``{prefix}_top1``, ``_top3`` and ``_rougeL`` from per-token candidates ``[N, ≥3]``."""
@@ -52,3 +43,18 @@ def score_candidates(candidates: torch.Tensor, truth: torch.Tensor, lengths: lis
     return {f"{prefix}_top1": float(hit[:, 0].float().mean()),
             f"{prefix}_top3": float(hit[:, :3].any(1).float().mean()),
             f"{prefix}_rougeL": rouge_l(docs_rec, docs_true)}
+
+
+def score_documents(candidates: torch.Tensor, truth: list[torch.Tensor],
+                    special_ids: torch.Tensor | None, prefix: str) -> dict[str, float]:
+    """:func:`score_candidates` of per-position candidates ``[Σ lengths, ≥3]`` over the true
+    documents, leaving out positions whose true token is special."""
+    lengths = [int(t.numel()) for t in truth]
+    if sum(lengths) != len(candidates):
+        raise ValueError(f"{prefix}: {len(candidates)} candidate rows for {sum(lengths)} true "
+                         "tokens; the attack must guess every observed position")
+    true = torch.cat([t.reshape(-1).cpu() for t in truth]).long() if truth else torch.empty(0).long()
+    keep = (torch.ones_like(true, dtype=torch.bool) if special_ids is None
+            else ~torch.isin(true, special_ids.cpu()))
+    kept_lengths = [int(k.sum()) for k in torch.split(keep, lengths)]
+    return score_candidates(candidates[keep.to(candidates.device)], true[keep], kept_lengths, prefix)

@@ -11,7 +11,7 @@ import torch
 from dpkit import DefenseResult, ServerView
 from dpkit.cache import process_cache
 from dpkit.training import TrainingCurve, attach_curves
-from dpkit.wire import DOWN, Wire
+from dpkit.wire import Wire
 from dpkit_attacks import kl_mutual_information, knn_recovery
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
@@ -112,8 +112,8 @@ def push(client: SplitClient, split: Split, method: Method, keep_tokens: int, wi
             return wire.send(upload, tensor, rows=rows, observe=upload if observe else None)
 
         step = method(ids, mask, x, send_up)
-        server.append(wire.send("pooled", step.e_server, DOWN,
-                                observe="representations" if observe else None))
+        server.append(wire.reply("pooled", step.e_server,
+                                 observe="representations" if observe else None))
         user.append(step.e_user)
         wire.end_batch()
         if kept < keep_tokens:

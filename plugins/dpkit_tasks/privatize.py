@@ -108,14 +108,15 @@ class PrivatizeText(Component):
         lengths = [len(d) for d in docs]
         substituted, noisy = self._privatize(ctx, mechanism, space, docs, truth)
         wire.send("doc_lengths", torch.tensor(lengths, dtype=torch.long), observe="doc_lengths")
+        counted = {"rows": known, "groups": [int((d >= 0).sum()) for d in docs],
+                   "observe_rows": torch.ones_like(known)}  # OOV rows cross too (as oov_words)
         if noisy is not None:
-            wire.send("embeddings", noisy, units=self._units(mechanism, docs), observe="embeddings")
-            wire.send("substituted_ids", substituted, units=0, observe="substituted_ids")
+            wire.send("embeddings", noisy, observe="embeddings", **counted)
+            wire.send("substituted_ids", substituted, observe="substituted_ids", **counted)
             wire.derive("representations", lambda x, n: self._mean_rows(x, n.tolist()),
                         "embeddings", "doc_lengths")
         else:
-            wire.send("substituted_ids", substituted, units=self._units(mechanism, docs),
-                      observe="substituted_ids")
+            wire.send("substituted_ids", substituted, observe="substituted_ids", **counted)
             wire.derive("representations", lambda ids, n: torch.as_tensor(doc_features(
                 list(torch.split(ids.cpu(), n.tolist())), space, "mean_vectors")),
                 "substituted_ids", "doc_lengths")
@@ -136,13 +137,6 @@ class PrivatizeText(Component):
         if curves:
             attach_curves(result, curves)
         return result
-
-    @staticmethod
-    def _units(mechanism, docs) -> int:
-        """Units one privatized split releases: documents for sequence-level mechanisms, else tokens."""
-        if is_sequence_level(mechanism):
-            return sum(1 for d in docs if bool((d >= 0).any()))
-        return sum(int((d >= 0).sum()) for d in docs)
 
     def _train_docs(self, ctx, space) -> tuple[list[torch.Tensor], list[int] | None] | None:
         if "train" not in ctx.dataset.splits:

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from dpkit.accounting import Ledger, MetricDpGuarantee, NoGuarantee
-from dpkit.errors import AccountingError
-from dpkit.protocols import ServerView
-from dpkit.wire import DOWN, UP, Release, Wire, tensor_bytes
+from dpkit.base.errors import AccountingError
+from dpkit.release.view import ServerView
+from dpkit.release.wire import DOWN, UP, Release, Wire, tensor_bytes
 
 ETA = MetricDpGuarantee(5.0, "l2", "glove")
 
@@ -32,9 +32,9 @@ def test_send_meters_bytes_detaches_and_checks_direction():
     wire.declare([Release("embeddings", ETA, "tokens", count=3)])
     wire.phase = "train"
     x = torch.randn(3, 4, requires_grad=True) * 2
-    got = wire.send("embeddings", x, UP, requires_grad=True)
+    got = wire.send("embeddings", x, requires_grad=True)
     assert got.is_leaf and got.requires_grad and got.grad_fn is None
-    wire.send("hidden_states", torch.zeros(5, dtype=torch.float16), DOWN)
+    wire.reply("hidden_states", torch.zeros(5, dtype=torch.float16))
     wire.end_batch()
     assert wire.bytes(direction=UP) == tensor_bytes(x) == 48 and wire.bytes(direction=DOWN) == 10
     assert wire.per_batch("train") == 58
@@ -42,6 +42,8 @@ def test_send_meters_bytes_detaches_and_checks_direction():
                               "total": 58}
     with pytest.raises(ValueError, match="direction"):
         wire.send("embeddings", x, "sideways")
+    with pytest.raises(AccountingError, match="wire.reply"):
+        wire.send("hidden_states", x, DOWN)
 
 
 def test_undeclared_upload_is_recorded_as_no_guarantee_naming_the_tensor():
@@ -50,7 +52,7 @@ def test_undeclared_upload_is_recorded_as_no_guarantee_naming_the_tensor():
     wire.send("labels", torch.tensor([0, 1, 1]))
     assert ledger.epsilon() == math.inf
     assert any("labels" in r for r in ledger.no_guarantee_reasons)
-    wire.send("server_output", torch.zeros(2), DOWN)  # the server's own outputs need no cover
+    wire.reply("server_output", torch.zeros(2))  # the server's own outputs need no cover
     assert len(ledger.spends) == 1
 
 
@@ -68,7 +70,7 @@ def test_sending_more_than_declared_is_recorded_at_close():
         wire.send("embeddings", torch.randn(1, 2))
 
 
-def test_reusable_release_counts_distinct_rows_only():
+def test_reusable_release_counts_rows_it_has_not_carried_yet():
     ledger = Ledger()
     wire = Wire(ledger)
     wire.declare([Release("embeddings", ETA, "tokens, noise drawn once", count=4, reusable=True)])

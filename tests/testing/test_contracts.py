@@ -158,7 +158,7 @@ class NoisyMeanDefense:
         if not self.requires_spend:
             return []
         return [dpkit.Release("mean", DpGuarantee(dp_accounting.GaussianDpEvent(self.params.sigma)),
-                              "mean")]
+                              "mean", unit="send")]
 
     def noisy_mean(self, ctx):
         return ctx.model.vectors.mean(0) + self.params.sigma * torch.randn(
@@ -172,7 +172,7 @@ class NoisyMeanDefense:
         declare_releases(self, ctx)
         noisy = self.noisy_mean(ctx)
         if self.requires_spend:
-            ctx.wire.send("mean", noisy, units=1, observe="mean")
+            ctx.wire.send("mean", noisy, observe="mean")
         return DefenseResult({"norm": float(noisy.norm())}, ctx.wire.view())
 
 

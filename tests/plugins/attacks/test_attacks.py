@@ -4,7 +4,9 @@ import math
 
 import torch
 
-from dpkit.protocols import ServerView
+from dpkit.contract.attacks import run_attack
+from dpkit.contract.context import AttackContext
+from dpkit.release.view import ServerView
 from dpkit.testing.strategies_tokens import random_space
 from dpkit_attacks import (
     AttributeInference,
@@ -18,11 +20,7 @@ from dpkit_attacks import (
 )
 
 
-class Ctx:
-    seed = 0
-
-    def generator(self, stream, device=None):
-        return torch.Generator().manual_seed(abs(hash(stream)) % 2**31)
+CTX = AttackContext(torch.device("cpu"), seed=0)
 
 
 def test_knn_recovery_matches_definition():
@@ -43,7 +41,7 @@ def test_clean_embeddings_are_fully_inverted_and_oov_skipped():
     view = ServerView(observed={"embeddings": torch.cat([space.vectors[[3]], torch.zeros(1, 6),
                                                          space.vectors[[7, 29]]])},
                       knowledge={"space": space}, truth={"token_ids": truth})
-    out = NNInversion(NNInversion.Params()).run(view, Ctx())
+    out = run_attack(NNInversion(NNInversion.Params()), view, CTX)
     assert out == {"inversion_top1": 1.0, "inversion_top5": 1.0}
 
 
@@ -57,7 +55,7 @@ def test_token_recovery_pr_at_k():
     assert rates[1] == 0.0 and math.isclose(rates[2], float(mutual))
     view = ServerView(observed={"substituted_ids": truth}, knowledge={"space": space},
                       truth={"token_ids": truth})
-    assert TokenRecovery(TokenRecovery.Params(ks=(1, 5))).run(view, Ctx()) == {
+    assert run_attack(TokenRecovery(TokenRecovery.Params(ks=(1, 5))), view, CTX) == {
         "recovery_at1": 1.0, "recovery_at5": 1.0}
 
 
@@ -89,5 +87,5 @@ def test_attribute_inference_learns_signal_and_not_noise():
                               epochs=40)
     assert bad["attribute_accuracy"] < 0.65
     view = ServerView(observed={"representations": x}, truth={"attributes": y.tolist()})
-    out = AttributeInference(AttributeInference.Params(hidden=16, epochs=40)).run(view, Ctx())
+    out = run_attack(AttributeInference(AttributeInference.Params(hidden=16, epochs=40)), view, CTX)
     assert out["attribute_accuracy"] > 0.9 and 0.3 < out["attribute_majority"] < 0.7

@@ -72,14 +72,18 @@ def test_gradients_go_up_only_for_states_with_trainable_server_parts():
 
 
 def spy_on_sends(wire):
-    """Record (phase, name, direction, dtype) of every tensor ``wire`` sends."""
-    sent, send = [], wire.send
+    """Record (phase, name, direction, dtype) of every tensor ``wire`` sends or replies."""
+    sent, send, reply = [], wire.send, wire.reply
 
-    def spy(name, tensor, direction=UP, **kwargs):
-        sent.append((wire.phase, name, direction, tensor.dtype))
-        return send(name, tensor, direction, **kwargs)
+    def spy_up(name, tensor, *args, **kwargs):
+        sent.append((wire.phase, name, UP, tensor.dtype))
+        return send(name, tensor, *args, **kwargs)
 
-    wire.send = spy
+    def spy_down(name, tensor, **kwargs):
+        sent.append((wire.phase, name, DOWN, tensor.dtype))
+        return reply(name, tensor, **kwargs)
+
+    wire.send, wire.reply = spy_up, spy_down
     return sent
 
 

@@ -17,6 +17,7 @@ from dpkit.models import tiny_causal, tiny_encoder
 from dpkit.plugins import get_registry
 from dpkit.training import TrainingCurve
 from tests.plugins.obfuslm.conftest import make_ctx
+from dpkit.contract.attacks import run_attack
 
 CONVERGENCE = {"converged", "curves_not_converged", "train_loss_final", "val_loss_final"}
 OBFUS = {"k": 5, "beta": 0.9, "epsilon": 0.5, "epochs": 3, "batch_size": 32}
@@ -89,8 +90,8 @@ def test_inverter_curve_points_and_held_out_draw(encoder, steps, points):
 
 def test_learned_inversion_reports_its_convergence(encoder, corpus):
     result, ctx = _run("obfuslm", OBFUS, encoder, corpus)
-    scores = LearnedInversion(LearnedInversion.Params(steps=10, draws=1, hidden=32)).run(
-        result.view, ctx)
+    scores = run_attack(LearnedInversion(LearnedInversion.Params(steps=10, draws=1, hidden=32)),
+                        result.view, ctx)
     assert {f"inv_{k}" for k in CONVERGENCE} <= set(scores)
     assert "converged" not in scores  # the defense's own flag is not overwritten
 

@@ -13,6 +13,7 @@ from dpkit.models import tiny_causal, tiny_encoder
 from dpkit.plugins import get_registry
 from dpkit.testing import DefenseContract
 from tests.plugins.obfuslm.conftest import make_ctx, tiny_corpus
+from dpkit.contract.attacks import run_attack
 
 FAST = {"epochs": 1, "batch_size": 32}
 
@@ -68,21 +69,21 @@ def test_attacks_plaintext_versus_obfuscated(encoder, corpus, run):
     obf, ctx_o = run("obfuslm", {"k": 10, "beta": 0.9, "epsilon": 0.1, **FAST}, encoder, corpus)
     assert math.isinf(ctx_p.ledger.summary()["epsilon"])
     knn = KnnPlus(KnnPlus.Params())
-    assert knn.run(plain.view, ctx_p)["knn_top1"] == 1.0
-    hit = knn.run(obf.view, ctx_o)
+    assert run_attack(knn, plain.view, ctx_p)["knn_top1"] == 1.0
+    hit = run_attack(knn, obf.view, ctx_o)
     assert hit["knn_top1"] < 0.9 and hit["knn_top1"] <= hit["knn_top3"]
     # frequency analysis ignores the permutation: same result with or without it
     tfa = TokenFrequency(TokenFrequency.Params())
-    assert tfa.run(plain.view, ctx_p) == tfa.run(obf.view, ctx_o)
+    assert run_attack(tfa, plain.view, ctx_p) == run_attack(tfa, obf.view, ctx_o)
     inv = LearnedInversion(LearnedInversion.Params(steps=20, draws=1, hidden=32))
-    assert inv.run(plain.view, ctx_p)["inv_top1"] == 1.0
-    assert 0.0 <= inv.run(obf.view, ctx_o)["inv_top1"] < 1.0
+    assert run_attack(inv, plain.view, ctx_p)["inv_top1"] == 1.0
+    assert 0.0 <= run_attack(inv, obf.view, ctx_o)["inv_top1"] < 1.0
 
 
 def test_plus_hides_the_table_from_knn(encoder, corpus, run):
     result, ctx = run("obfuslm", {"k": 5, "beta": 0.9, "plus": True, "k_star": 4, **FAST},
                       encoder, corpus)
-    assert KnnPlus(KnnPlus.Params()).run(result.view, ctx)["knn_top1"] < 0.2
+    assert run_attack(KnnPlus(KnnPlus.Params()), result.view, ctx)["knn_top1"] < 0.2
     assert result.metrics["plus_k_achieved"] >= 1
 
 

@@ -6,6 +6,7 @@ import torch
 from dpkit.accounting import Ledger
 from dpkit.context import RunContext
 from dpkit.plugins import get_registry
+from dpkit.contract.attacks import run_attack
 
 pytestmark = pytest.mark.network
 
@@ -30,7 +31,7 @@ def run(real, mechanism, params, **task):
     for name in ("nn_inversion", "token_recovery"):
         attack = ctx.build("attack", name, {})
         if all(k in result.view.observed for k in attack.requires):
-            result.metrics.update(attack.run(result.view, ctx))
+            result.metrics.update(run_attack(attack, result.view, ctx))
     return result.metrics, ctx.ledger
 
 
