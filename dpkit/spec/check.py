@@ -29,8 +29,9 @@ def check_spec(spec: Spec, registry=None) -> list[Cell]:
     from dpkit.contract.plugins import get_registry  # the process-wide registry, only when none is given
 
     registry = registry or get_registry()
-    if spec._checked is not None and spec._checked[0] is registry:
-        return list(spec._checked[1])
+    content = spec.model_dump_json()
+    if spec._checked is not None and spec._checked[0] is registry and spec._checked[1] == content:
+        return list(spec._checked[2])
     path = spec.path
     for gpath in spec.sweep:
         if gpath.split(".")[0] not in Spec.model_fields:
@@ -64,7 +65,7 @@ def check_spec(spec: Spec, registry=None) -> list[Cell]:
     from dpkit.evidence.check import check_claims
 
     check_claims(spec, cells)
-    spec._checked = (registry, cells)
+    spec._checked = (registry, content, cells)
     return list(cells)
 
 

@@ -92,7 +92,7 @@ class Spec(_Strict):
     output: str | None = None
     claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
     path: str = Field("", exclude=True)
-    _checked: Any = PrivateAttr(default=None)  # (registry, cells) of the last check_spec
+    _checked: Any = PrivateAttr(default=None)  # (registry, content, cells) of the last check
 
     @model_validator(mode="after")
     def _one_method(self) -> Spec:

@@ -81,11 +81,12 @@ def releases(tables: ObfuscatedTables | None, p: ObfuscationParams | None, n_ids
     out = []
     if tables is None:
         out.append(Release("token_ids", NoGuarantee(PLAINTEXT_REASON),
-                           "obfuslm plaintext baseline: real token ids", count=max(1, n_ids)))
+                           "obfuslm plaintext baseline: real token ids", count=max(1, n_ids),
+                           unit="element"))
     else:
         out.append(Release("tables", tables.guarantee(), f"obfuslm tables (k={p.k}, "
                            f"eps={p.epsilon}, {p.calibration} noise; per token)", unit="send"))
-        out.append(Release.uncovered("token_ids", IDS_REASON, count=max(1, n_ids)))
+        out.append(Release.uncovered("token_ids", IDS_REASON, count=max(1, n_ids), unit="element"))
     if n_labels:
         out.append(Release.uncovered("labels", LABELS_REASON, count=n_labels))
     return out

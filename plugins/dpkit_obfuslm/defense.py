@@ -132,7 +132,8 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
         wire.send("tables", st.tables.embeddings)
     splits = (("train", st.train), ("validation", st.validation), ("test", st.test))
     for name, split in splits:
-        wire.send("token_ids", split.ids, observe=f"{name}_ids")
+        wire.send("token_ids", split.ids, rows=split.mask, observe=f"{name}_ids",
+                  observe_rows=torch.ones(len(split.ids), dtype=torch.bool))
         wire.send("mask", split.mask, observe=f"{name}_mask")
     for split in (st.train, st.validation):
         wire.send("labels", split.labels)

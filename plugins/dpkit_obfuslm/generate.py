@@ -158,9 +158,9 @@ class ObfusLMGenerate(dpkit.Component):
         metrics, key, client, prompts = dict(st.metrics), st.key, st.client, st.prompts
         if st.tables is not None:
             wire.send("tables", st.tables.embeddings)
-        train_ids = wire.send("token_ids", st.train.ids)
+        train_ids = wire.send("token_ids", st.train.ids, rows=st.train.mask)
         train_mask = wire.send("mask", st.train.mask)
-        validation = Encoded(wire.send("token_ids", st.validation.ids),
+        validation = Encoded(wire.send("token_ids", st.validation.ids, rows=st.validation.mask),
                              wire.send("mask", st.validation.mask))
         started = time.perf_counter()
         server, curve = lora_fine_tune(st.server, train_ids, train_mask, p,
