@@ -119,11 +119,14 @@ class ToyAttack(Component):
     class Params(Params):
         pass
 
-    def run(self, view: ServerView, ctx) -> dict[str, float]:
-        """Top-1 recovery rate."""
+    def run(self, view: ServerView, ctx) -> torch.Tensor:
+        """The nearest vocabulary id of each observed vector."""
         table = view.knowledge["space"].vectors
-        guess = torch.cdist(view.observed["embeddings"], table).argmin(dim=1)
-        return {"toy_top1": float((guess == view.truth["token_ids"]).float().mean())}
+        return torch.cdist(view.observed["embeddings"], table).argmin(dim=1)
+
+    def score(self, guesses: torch.Tensor, truth: dict) -> dict[str, float]:
+        """Top-1 recovery rate."""
+        return {"toy_top1": float((guesses == truth["token_ids"]).float().mean())}
 
 
 @hookimpl
