@@ -63,5 +63,5 @@ def test_spec_privacy_block_reaches_the_run_ledger(toy_spec_text, toy_plugins):
     assert spec.privacy.neighboring == "replace_one"
     assert [c.key for c in expand(spec, registry)] != default_keys  # a different relation is another cell
     run_spec(spec, show_progress=False)
-    ledgers = json.loads((out / "ledger.json").read_text())
+    ledgers = json.loads((out / "ledger.json").read_text())["cells"]
     assert {entry["ledger"]["neighboring"] for entry in ledgers.values()} == {"replace_one"}
