@@ -10,6 +10,14 @@ import pytest
 import dpkit.plugins
 
 
+@pytest.fixture(autouse=True)
+def private_budget_store(tmp_path_factory, monkeypatch):
+    """Every test charges a budget store of its own, never the user's (``$DPKIT_BUDGET_STORE``)."""
+    path = tmp_path_factory.mktemp("budget") / "store.sqlite"
+    monkeypatch.setenv("DPKIT_BUDGET_STORE", str(path))
+    return path
+
+
 @pytest.fixture
 def toy_plugins(monkeypatch):
     """Load only ``dpkit.testing.toy`` (no entry points), and restore the real plug-ins afterwards."""

@@ -84,27 +84,35 @@ def _context(cell: Any, registry: Any, privacy: Any) -> Any:
                       cache_dir=cache_root() / "artifacts", privacy=privacy)
 
 
+def plan_one(cell: Any, registry: Any) -> dict[str, Any]:
+    """:func:`plan_cell` for one expanded cell, with the RunContext it needs."""
+    from dpkit.releases import defense_for
+    from dpkit.spec import PrivacySettings
+
+    privacy = PrivacySettings.model_validate(cell.privacy)
+    defense = defense_for(cell, registry)
+    ctx = _context(cell, registry, privacy) if isinstance(defense, DeclaresReleases) else None
+    return plan_cell(defense, "defense", privacy, ctx)
+
+
 def plan_spec(path: str, registry: Any = None) -> list[dict[str, Any]]:
     """One record per cell of the spec at ``path``; seeds that plan identically are merged."""
     from dpkit.plugins import get_registry
-    from dpkit.releases import defense_for
-    from dpkit.spec import PrivacySettings, expand, load_spec
+    from dpkit.spec import expand, load_spec
 
     registry = registry or get_registry()
     spec = load_spec(path, registry)
     plans: list[dict[str, Any]] = []
     index: dict[str, dict[str, Any]] = {}
     for cell in expand(spec, registry):
-        privacy = PrivacySettings.model_validate(cell.privacy)
-        defense = defense_for(cell, registry)
-        ctx = _context(cell, registry, privacy) if isinstance(defense, DeclaresReleases) else None
-        record = plan_cell(defense, "defense", privacy, ctx)
+        record = plan_one(cell, registry)
         key = json.dumps([cell.method, cell.point, record], sort_keys=True, default=str)
         if key in index:
             index[key]["seeds"].append(cell.seed)
             continue
         index[key] = {"method": cell.method, "component": cell.component, "kind": cell.kind,
-                      "point": cell.point, "seeds": [cell.seed], **record}
+                      "point": cell.point, "seeds": [cell.seed], "data": cell.data,
+                      "neighboring": cell.privacy.get("neighboring", "add_remove"), **record}
         plans.append(index[key])
     return plans
 

@@ -129,3 +129,15 @@ def rows_privacy(spec: Any, rows: list[Mapping[str, Any]]) -> dict:
     except Exception:  # noqa: BLE001 - a report renders even where the plug-ins do not load
         registry = None
     return spec_privacy(spec, row_spends(rows, spec, registry), rows)
+
+
+def plan_privacy(spec: Any, plans: list[dict[str, Any]], registry: Any = None) -> dict:
+    """:func:`spec_privacy` of ``dpkit budget spec``'s plans (each seed of a plan is one cell)."""
+    of = dataset_ids(registry)
+    default = spec.data.model_dump(mode="json")
+    cells = [CellSpends(f"{p['method']} {json.dumps(p['point'], default=str)} seed {seed}",
+                        p["method"], of(p.get("data") or default),
+                        p.get("neighboring", "add_remove"),
+                        [{k: s[k] for k in ("label", "count", "guarantee")} for s in p["spends"]])
+             for p in plans for seed in p.get("seeds", [0])]
+    return spec_privacy(spec, cells)
