@@ -5,7 +5,7 @@ releasing only the best one (the spec's ``selection``). What the table, ``ledger
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dpkit.budget.fingerprint import DatasetId, DatasetIds
@@ -120,7 +120,7 @@ def spec_privacy_text(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rows_privacy(spec: Any, rows: list[Mapping[str, Any]]) -> dict:
+def rows_privacy(spec: Any, rows: Sequence[Mapping[str, Any]]) -> dict:
     """:func:`spec_privacy` of a run's finished rows, datasets fingerprinted with the plug-ins."""
     from dpkit.plugins import get_registry
 
