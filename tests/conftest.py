@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-import dpkit.plugins
+import dpkit.contract.plugins
+
+
+@pytest.fixture(autouse=True)
+def private_budget_store(tmp_path_factory, monkeypatch):
+    """Every test charges a budget store of its own, never the user's (``$DPKIT_BUDGET_STORE``)."""
+    path = tmp_path_factory.mktemp("budget") / "store.sqlite"
+    monkeypatch.setenv("DPKIT_BUDGET_STORE", str(path))
+    return path
 
 
 @pytest.fixture
@@ -15,9 +23,9 @@ def toy_plugins(monkeypatch):
     """Load only ``dpkit.testing.toy`` (no entry points), and restore the real plug-ins afterwards."""
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
     monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
-    dpkit.plugins.reset()
-    yield dpkit.plugins.get_registry()
-    dpkit.plugins.reset()
+    dpkit.contract.plugins.reset()
+    yield dpkit.contract.plugins.get_registry()
+    dpkit.contract.plugins.reset()
 
 
 AUDIT_TEST_DIR = Path(__file__).parent / "audit"
@@ -31,11 +39,11 @@ def audit_test_plugins():
     import broken
     import reference
 
-    system = dpkit.plugins.get_plugin_system()
+    system = dpkit.contract.plugins.get_plugin_system()
     added = []
     for name, module in (("audit_reference", reference), ("audit_broken", broken)):
         if name not in system.info:
-            dpkit.plugins.register_plugin(module, name)
+            dpkit.contract.plugins.register_plugin(module, name)
             added.append(name)
     yield
     for name in added:

@@ -1,32 +1,43 @@
-"""A budget ceiling: refuses a spend *before* it is recorded when it would exceed the budget."""
+"""A budget ceiling: refuses a spend *before* it is recorded when it would exceed the budget.
+
+The ceiling compares numbers it is given (:class:`Usage`); the ledger computes them, so this
+module knows nothing of the ledger.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     Guarantee,
     KAnonymityGuarantee,
     MetricDpGuarantee,
-    NoGuarantee,
 )
-from dpkit.accounting.rules import metric_key
-from dpkit.accounting.serialize import describe
 from dpkit.base.errors import AccountingError, BudgetExceededError
-
-if TYPE_CHECKING:
-    from dpkit.accounting.ledger import Ledger
 
 REL_TOL = 1e-9
 """A total within this relative distance of the ceiling counts as on it (absorbs float rounding)."""
 
 
+CAP_SYMBOLS = {"epsilon": "ε", "eta": "η", "anonymity_epsilon": "(k, ε) ε"}
+"""Each cap's name and the symbol its messages use."""
+
+
 def _within(total: float, cap: float) -> bool:
     return total <= cap * (1.0 + REL_TOL)
+
+
+class Usage(NamedTuple):
+    """One capped total before and after a proposed spend, and how the refusal states the change."""
+
+    cap: str
+    before: float
+    after: float
+    change: str
 
 
 @dataclass(frozen=True)
@@ -61,46 +72,34 @@ class Ceiling:
         """The caps as a plain dict (round-trips through :meth:`coerce`)."""
         return asdict(self)
 
-    def check(self, ledger: Ledger, g: Guarantee, label: str, count: int) -> None:
-        """Raise BudgetExceededError if recording ``count`` × ``g`` would exceed a cap."""
-        asked = f"spend {label!r} ({describe(g)}, ×{count})"
-        if isinstance(g, NoGuarantee):
-            raise BudgetExceededError(f"{asked} has no valid guarantee, so ε = ∞; a ledger with a "
-                                      f"ceiling ({self._caps()}) refuses it; nothing was recorded")
-        if isinstance(g, DpGuarantee) and self.epsilon is not None:
-            acct = ledger.composed_accountant((g, count))
-            after = float(acct.get_epsilon(ledger.delta_target))
-            self._refuse_if(after, self.epsilon, ledger.epsilon(), "ε",
-                            f"{asked} would bring ε to {after:.6g} at δ={ledger.delta_target:g}")
-        elif isinstance(g, MetricDpGuarantee) and self.eta is not None:
-            now = ledger.eta_totals().get(metric_key(g), 0.0)
-            after = math.fsum([now, g.eta * count])
-            self._refuse_if(after, self.eta, now, "η",
-                            f"{asked} would bring η ({g.metric}, {g.space or 'any space'}) to "
-                            f"{after:.6g}")
-        elif isinstance(g, KAnonymityGuarantee) and self.anonymity_epsilon is not None:
-            k = ledger.k_anonymity()
-            now = k.epsilon if k is not None else 0.0
-            after = math.fsum([now, g.epsilon * count])
-            self._refuse_if(after, self.anonymity_epsilon, now, "(k, ε) ε",
-                            f"{asked} would bring the anonymity ε to {after:.6g}")
+    def governs(self, g: Guarantee) -> str | None:
+        """The name of the cap a spend of ``g`` counts against, or None when it is uncapped."""
+        if isinstance(g, DpGuarantee):
+            return "epsilon" if self.epsilon is not None else None
+        if isinstance(g, MetricDpGuarantee):
+            return "eta" if self.eta is not None else None
+        if isinstance(g, KAnonymityGuarantee):
+            return "anonymity_epsilon" if self.anonymity_epsilon is not None else None
+        return None
 
-    @staticmethod
-    def _refuse_if(after: float, cap: float, now: float, what: str, asked: str) -> None:
-        if not _within(after, cap):
-            left = max(cap - now, 0.0)
-            raise BudgetExceededError(f"{asked}, above the ceiling {what} = {cap:g}; remaining "
-                                      f"{what} = {left:.6g}; nothing was recorded")
+    def refuse_unbounded(self, asked: str) -> None:
+        """Raise BudgetExceededError for a spend with no valid guarantee (its ε is ∞)."""
+        raise BudgetExceededError(f"{asked} has no valid guarantee, so ε = ∞; a ledger with a "
+                                  f"ceiling ({self._caps()}) refuses it; nothing was recorded")
 
-    def remaining(self, ledger: Ledger) -> dict[str, float]:
-        """Budget left per cap (∞ where uncapped, never below 0)."""
-        etas = ledger.eta_totals().values()
-        k = ledger.k_anonymity()
-        used = {"epsilon": ledger.epsilon(), "eta": max(etas, default=0.0),
-                "anonymity_epsilon": k.epsilon if k is not None else 0.0}
+    def check(self, asked: str, usage: Usage) -> None:
+        """Raise BudgetExceededError if ``usage.after`` goes over the cap ``usage`` counts against."""
+        cap, what = getattr(self, usage.cap), CAP_SYMBOLS[usage.cap]
+        if cap is not None and not _within(usage.after, cap):
+            left = max(cap - usage.before, 0.0)
+            raise BudgetExceededError(f"{asked} {usage.change}, above the ceiling {what} = {cap:g}; "
+                                      f"remaining {what} = {left:.6g}; nothing was recorded")
+
+    def remaining(self, used: Mapping[str, float]) -> dict[str, float]:
+        """Budget left per cap given what is ``used`` (∞ where uncapped, never below 0)."""
         caps = self.to_dict()
         return {key: (math.inf if caps[key] is None else max(caps[key] - used[key], 0.0))
-                for key in used}
+                for key in CAP_SYMBOLS}
 
     def _caps(self) -> str:
         return ", ".join(f"{k} ≤ {v:g}" for k, v in self.to_dict().items() if v is not None)

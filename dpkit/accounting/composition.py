@@ -2,7 +2,9 @@
 
 Equal events (field by field, arrays element by element) share a group; the accountant composed
 from the groups is kept until the groups change, so any number of ε(δ) / δ(ε) queries — and the
-ceiling check that preceded a spend — reuse one composition.
+ceiling check that preceded a spend — reuse one composition. Either accountant answers (each
+keeps its own composition), and every answer is the smaller of the accountant's bound and basic
+composition's (:mod:`dpkit.accounting.bounds`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import dp_accounting
 
+from dpkit.accounting import bounds
 from dpkit.accounting import events as ev
 from dpkit.accounting.guarantees import DpGuarantee
 from dpkit.base.errors import AccountingError
@@ -42,7 +45,7 @@ class DpComposition:
                                else ev.check_discretization(discretization))
         self._groups: dict[Hashable, list] = {}
         self._slot_of: dict[int, list] = {}  # id(guarantee) -> its group; spends keep it alive
-        self._kept: tuple[Groups, dp_accounting.PrivacyAccountant] | None = None
+        self._kept: dict[str, tuple[Groups, dp_accounting.PrivacyAccountant]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._groups)
@@ -67,14 +70,47 @@ class DpComposition:
             groups = ev.group_events(groups + [(extra[0].event, extra[1])])
         return groups
 
-    def accountant_for(self, extra: tuple[DpGuarantee, int] | None = None
-                       ) -> dp_accounting.PrivacyAccountant:
-        """The accountant holding every group (plus ``extra``), composed once and kept."""
-        groups = self.groups(extra)
-        if self._kept is not None and _same_groups(self._kept[0], groups):
-            return self._kept[1]
-        acct = ev.composed_accountant(ev.composed_event(groups), self.accountant, self.orders,
-                                      neighboring=self.neighboring,
-                                      discretization=self.discretization)
-        self._kept = (groups, acct)
+    def _settings(self, accountant: str) -> dict[str, Any]:
+        """Orders / discretisation for ``accountant``: the ledger's own, else dp-accounting's."""
+        own = accountant == self.accountant
+        return {"orders": self.orders if own else None,
+                "discretization": self.discretization if own and accountant == "pld" else None}
+
+    def accountant_for(self, extra: tuple[DpGuarantee, int] | None = None,
+                       accountant: str | None = None) -> dp_accounting.PrivacyAccountant:
+        """The accountant holding every group (plus ``extra``), composed once and kept.
+
+        ``accountant`` (``"rdp"`` / ``"pld"``, default the ledger's) picks which one; each keeps
+        its own composition.
+        """
+        return self._composed(self.groups(extra), ev.check_accountant(accountant or self.accountant))
+
+    def _composed(self, groups: Groups, name: str) -> dp_accounting.PrivacyAccountant:
+        kept = self._kept.get(name)
+        if kept is not None and _same_groups(kept[0], groups):
+            return kept[1]
+        acct = ev.composed_accountant(ev.composed_event(groups), name, neighboring=self.neighboring,
+                                      **self._settings(name))
+        self._kept[name] = (groups, acct)
         return acct
+
+    def epsilon(self, delta: float, extra: tuple[DpGuarantee, int] | None = None,
+                accountant: str | None = None) -> float:
+        """The smallest ε at ``delta`` of the accountant's and basic composition's bounds."""
+        name = ev.check_accountant(accountant or self.accountant)
+        groups = self.groups(extra)
+        best = float(self._composed(groups, name).get_epsilon(delta))
+        split = bounds.split_stated(groups, self.neighboring)
+        if not split.rest and split.delta <= delta:
+            best = min(best, split.epsilon)
+        return best
+
+    def delta(self, epsilon: float, accountant: str | None = None) -> float:
+        """The smallest δ at ``epsilon`` of the accountant's and basic composition's bounds."""
+        name = ev.check_accountant(accountant or self.accountant)
+        groups = self.groups()
+        best = float(self._composed(groups, name).get_delta(epsilon))
+        split = bounds.split_stated(groups, self.neighboring)
+        if not split.rest and split.epsilon <= epsilon:
+            best = min(best, split.delta)
+        return min(best, 1.0)

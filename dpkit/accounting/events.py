@@ -194,9 +194,11 @@ def delta_of(event: dp_accounting.DpEvent, epsilon: float, accountant: str = "rd
     return float(acct.get_delta(epsilon))
 
 
-def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float]) -> list[float]:
+def rdp_curve(event: dp_accounting.DpEvent, orders: Sequence[float],
+              neighboring: str = "add_remove") -> list[float]:
     """Rényi-DP ε(α) of ``event`` at each order α (dp-accounting's RDP accountant)."""
-    return [float(v) for v in composed_accountant(event, "rdp", orders).rdp]
+    acct = composed_accountant(event, "rdp", orders, neighboring=neighboring)
+    return [float(v) for v in acct.rdp]
 
 
 def dpsgd_event(noise_multiplier: float, sampling_rate: float, steps: int) -> dp_accounting.DpEvent:

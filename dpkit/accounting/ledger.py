@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from dpkit.accounting import events as ev
 from dpkit.accounting import rules
-from dpkit.accounting.ceiling import Ceiling
+from dpkit.accounting.ceiling import Ceiling, Usage
 from dpkit.accounting.composition import DpComposition
 from dpkit.accounting.guarantees import (
     DpGuarantee,
@@ -24,7 +24,8 @@ from dpkit.accounting.guarantees import (
     NoGuarantee,
 )
 from dpkit.accounting.metric_queries import MetricDpQueries
-from dpkit.accounting.serialize import guarantee_from_dict, guarantee_to_dict
+from dpkit.accounting.report import ledger_table
+from dpkit.accounting.serialize import describe, guarantee_from_dict, guarantee_to_dict
 from dpkit.base.errors import AccountingError
 
 FORMAT = "dpkit-ledger/1"
@@ -94,8 +95,31 @@ class Ledger(MetricDpQueries):
         if isinstance(guarantee, DpGuarantee):
             self._dp.check(guarantee, label)
         if self.ceiling is not None:
-            self.ceiling.check(self, guarantee, label, count)
+            self._check_ceiling(self.ceiling, guarantee, label, count)
         return self._record(Spend(guarantee, label, count))
+
+    def _check_ceiling(self, ceiling: Ceiling, g: Guarantee, label: str, count: int) -> None:
+        asked = f"spend {label!r} ({describe(g)}, ×{count})"
+        if isinstance(g, NoGuarantee):
+            ceiling.refuse_unbounded(asked)
+        cap = ceiling.governs(g)
+        if cap == "epsilon":
+            after = self._dp.epsilon(self.delta_target, extra=(g, count))
+            usage = Usage(cap, self.epsilon(), after,
+                          f"would bring ε to {after:.6g} at δ={self.delta_target:g}")
+        elif cap == "eta":
+            now = self.eta_totals().get(rules.metric_key(g), 0.0)
+            after = math.fsum([now, g.eta * count])
+            usage = Usage(cap, now, after, f"would bring η ({g.metric}, {g.space or 'any space'}) "
+                                           f"to {after:.6g}")
+        elif cap == "anonymity_epsilon":
+            k = self.k_anonymity()
+            now = k.epsilon if k is not None else 0.0
+            after = math.fsum([now, g.epsilon * count])
+            usage = Usage(cap, now, after, f"would bring the anonymity ε to {after:.6g}")
+        else:
+            return
+        ceiling.check(asked, usage)
 
     def _record(self, spend: Spend) -> Spend:
         g, n = spend.guarantee, spend.count
@@ -129,21 +153,27 @@ class Ledger(MetricDpQueries):
         """All DP spends as one dp-accounting event (grouped ``SelfComposedDpEvent``s)."""
         return ev.composed_event(self.dp_groups())
 
-    def composed_accountant(self, extra: tuple[DpGuarantee, int] | None = None):
+    def composed_accountant(self, extra: tuple[DpGuarantee, int] | None = None,
+                            accountant: str | None = None):
         """The dp-accounting accountant holding every DP spend (plus ``extra``), kept for reuse.
 
         Composition runs once per set of spends; any number of ε(δ) / δ(ε) queries reuse it,
-        and a ceiling check's accountant is reused once its spend is recorded.
+        and a ceiling check's accountant is reused once its spend is recorded. ``accountant``
+        picks RDP or PLD (default: the ledger's).
         """
-        return self._dp.accountant_for(extra)
+        return self._dp.accountant_for(extra, accountant)
 
     @property
     def no_guarantee_reasons(self) -> list[str]:
         """Reasons of every NoGuarantee spend (each makes ε = ∞)."""
         return list(self._none)
 
-    def epsilon(self, delta: float | None = None) -> float:
-        """ε of all DP spends at ``delta`` (the ledger's δ by default); ∞ after a NoGuarantee."""
+    def epsilon(self, delta: float | None = None, accountant: str | None = None) -> float:
+        """ε of all DP spends at ``delta`` (the ledger's δ by default); ∞ after a NoGuarantee.
+
+        The tightest bound known: the smaller of the accountant's (``accountant``, default the
+        ledger's; ``"rdp"`` or ``"pld"``) and basic composition's for spends with a stated ε.
+        """
         if self._none:
             return math.inf
         if not self._dp:
@@ -151,20 +181,24 @@ class Ledger(MetricDpQueries):
         d = self.delta_target if delta is None else float(delta)
         if not 0 <= d < 1:
             raise AccountingError(f"delta must lie in [0, 1), got {delta!r}")
-        key = ("eps", d)
+        key = ("eps", d, accountant or self.accountant)
         if key not in self._cache:
-            self._cache[key] = float(self.composed_accountant().get_epsilon(d))
+            self._cache[key] = self._dp.epsilon(d, accountant=accountant)
         return self._cache[key]
 
-    def delta(self, epsilon: float) -> float:
-        """δ of all DP spends at ``epsilon``; 1 after a NoGuarantee, 0 with no DP spends."""
+    def delta(self, epsilon: float, accountant: str | None = None) -> float:
+        """δ of all DP spends at ``epsilon``; 1 after a NoGuarantee, 0 with no DP spends.
+
+        The smaller of the accountant's (``accountant``, default the ledger's) and basic
+        composition's bound, like :meth:`epsilon`.
+        """
         if self._none:
             return 1.0
         if not self._dp:
             return 0.0
         if not epsilon >= 0:
             raise AccountingError(f"epsilon must be ≥ 0, got {epsilon!r}")
-        return float(self.composed_accountant().get_delta(float(epsilon)))
+        return self._dp.delta(float(epsilon), accountant=accountant)
 
     # ------------------------------------------------------ (k, ε)-anonymity
     def k_anonymity(self) -> rules.KAnonymityTotal | None:
@@ -174,8 +208,11 @@ class Ledger(MetricDpQueries):
     # --------------------------------------------------------------- reports
     def remaining(self) -> dict[str, float]:
         """What the ceiling still allows: ``epsilon``, ``eta``, ``anonymity_epsilon`` (∞ if uncapped)."""
-        cap = self.ceiling or Ceiling()
-        return cap.remaining(self)
+        etas = self.eta_totals().values()
+        k = self.k_anonymity()
+        used = {"epsilon": self.epsilon(), "eta": max(etas, default=0.0),
+                "anonymity_epsilon": k.epsilon if k is not None else 0.0}
+        return (self.ceiling or Ceiling()).remaining(used)
 
     def summary(self) -> dict[str, float]:
         """Flat numbers for a results row; only the keys that apply (ε = ∞ after a NoGuarantee)."""
@@ -221,6 +258,4 @@ class Ledger(MetricDpQueries):
 
     def table(self) -> str:
         """A printable table of spends followed by the per-notion totals."""
-        from dpkit.accounting.report import ledger_table
-
         return ledger_table(self)

@@ -63,8 +63,8 @@ def pure_dp_rdp(epsilon: float, order: float) -> float:
     return float(min(max(log_mass / (a - 1), 0.0), e, a * e * e / 2))
 
 
-def _effective_epsilon(event: PureDpEvent | ApproxDpEvent, relation) -> float | None:
-    """ε under the accountant's relation, or None when the declared relation does not imply it."""
+def effective_epsilon(event: PureDpEvent | ApproxDpEvent, relation) -> float | None:
+    """ε under the dp-accounting ``relation``, or None when the declared relation does not imply it."""
     declared = event.neighboring
     if declared is None or NEIGHBORING[declared] == relation:
         return event.epsilon
@@ -84,7 +84,7 @@ def _check(event, relation) -> dp_accounting.PrivacyAccountant.CompositionErrorD
         return _Details(event, f"epsilon must be a finite number ≥ 0, got {event.epsilon!r}")
     if isinstance(event, ApproxDpEvent) and not 0 <= event.delta <= 1:
         return _Details(event, f"delta must lie in [0, 1], got {event.delta!r}")
-    if _effective_epsilon(event, relation) is None:
+    if effective_epsilon(event, relation) is None:
         return _Details(event, f"ε is stated under {event.neighboring} neighbours, which does not "
                                f"bound the ledger's {_NAME_OF.get(relation, relation)} relation")
     return None
@@ -102,7 +102,7 @@ class DpkitPLDAccountant(PLDAccountant):
         if problem is None and do_compose and count > 0:
             delta = event.delta if isinstance(event, ApproxDpEvent) else 0.0
             params = pld_common.DifferentialPrivacyParameters(
-                _effective_epsilon(event, self.neighboring_relation), delta)
+                effective_epsilon(event, self.neighboring_relation), delta)
             pld = pld_lib.from_privacy_parameters(
                 params, value_discretization_interval=self._value_discretization_interval)
             self._pld = self._pld.compose(pld.self_compose(count) if count > 1 else pld)
@@ -135,6 +135,6 @@ class DpkitRdpAccountant(RdpAccountant):
             return super()._maybe_compose(event, count, do_compose)
         problem = _check(event, self.neighboring_relation)
         if problem is None and do_compose:
-            epsilon = _effective_epsilon(event, self.neighboring_relation)
+            epsilon = effective_epsilon(event, self.neighboring_relation)
             self._rdp += count * np.array([pure_dp_rdp(epsilon, a) for a in self._orders])
         return problem

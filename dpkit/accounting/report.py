@@ -1,24 +1,42 @@
-"""Printable ledger tables (tabulate)."""
+"""Printable ledger tables (tabulate), from what a ledger answers (:class:`LedgerView`)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from tabulate import tabulate
 
-from dpkit.accounting.rules import K_COMPOSITION_NOTE
+from dpkit.accounting.rules import K_COMPOSITION_NOTE, KAnonymityTotal
 from dpkit.accounting.serialize import describe
 
-if TYPE_CHECKING:
-    from dpkit.accounting.ledger import Ledger
+
+class LedgerView(Protocol):
+    """What a table reads from a ledger (:class:`dpkit.accounting.Ledger` has all of it)."""
+
+    accountant: str
+    delta_target: float
+    ceiling: Any
+    no_guarantee_reasons: list[str]
+
+    @property
+    def spends(self) -> Sequence[Any]: ...
+
+    def epsilon(self) -> float: ...
+
+    def eta_totals(self, per_token: bool = False) -> dict[tuple[str, str, str], float]: ...
+
+    def k_anonymity(self) -> KAnonymityTotal | None: ...
+
+    def remaining(self) -> dict[str, float]: ...
 
 
 def _fmt(value: float) -> str:
     return "∞" if math.isinf(value) else f"{value:.6g}"
 
 
-def ledger_table(ledger: Ledger) -> str:
+def ledger_table(ledger: LedgerView) -> str:
     """Spends (label, notion, guarantee, count) then totals per notion, as plain text."""
     rows = [(i + 1, s.label, s.guarantee.notion, describe(s.guarantee), s.count)
             for i, s in enumerate(ledger.spends)]

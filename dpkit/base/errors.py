@@ -8,7 +8,8 @@ Hierarchy::
     ├── PluginError                 a plug-in failed to load or registered something invalid
     ├── ParamsError                 a component's params failed validation
     ├── AccountingError             a guarantee cannot be composed or queried as asked
-    │   └── BudgetExceededError     a spend would exceed the ledger's ceiling (nothing recorded)
+    │   └── BudgetExceededError     a spend would exceed the ledger's ceiling or a dataset's cap
+    ├── BudgetStoreError            the budget store cannot be opened, read or written (CLI exit 2)
     ├── DataSourceError             an artifact is missing, offline, or fails its hash
     ├── OutputLockedError           another ``dpkit run`` holds the output folder (CLI exit 2)
     └── AuditError                  an audit cannot be run for this mechanism
@@ -72,3 +73,7 @@ class AuditError(DpkitError):
 
 class OutputLockedError(DpkitError):
     """Another ``dpkit run`` holds the output folder; the message names its pid and host."""
+
+
+class BudgetStoreError(DpkitError):
+    """The persistent budget store cannot be opened, read or written (never reset silently)."""

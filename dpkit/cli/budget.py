@@ -2,7 +2,8 @@
 
 ``dpkit budget dpsgd --noise-multiplier 4 --sampling-rate 0.01 --steps 10000 --delta 1e-5``
 ``dpkit budget calibrate --target-epsilon 1 --delta 1e-5 --sampling-rate 0.01 --steps 1000``
-``dpkit budget spec specs/quick.yaml`` — every command takes ``--json``.
+``dpkit budget spec specs/quick.yaml`` — every command takes ``--json``; the budget store's
+``status`` / ``cap`` / ``close`` live in :mod:`dpkit.cli.budget_store`.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def register(sub) -> None:
     spec.add_argument("spec", help="spec file")
     spec.add_argument("--json", action="store_true", help="print JSON instead of a table")
     spec.set_defaults(func=_spec)
+    from dpkit.cli.budget_store import register_store_commands
+
+    register_store_commands(commands)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -115,10 +119,14 @@ def _calibrate(args) -> int:
 
 def _spec(args) -> int:
     from dpkit.runner.plan import plan_spec, plan_table
+    from dpkit.budget.summary import plan_privacy, spec_privacy_text
+    from dpkit.contract.plugins import get_registry
+    from dpkit.spec import load_spec
 
     plans = plan_spec(args.spec)
+    total = plan_privacy(load_spec(args.spec), plans, get_registry())
     if args.json:
-        print(json.dumps(plans, allow_nan=False))
+        print(json.dumps({"cells": plans, "total": total}, allow_nan=False))
     else:
-        print(plan_table(plans))
+        print(plan_table(plans) + "\n\n" + spec_privacy_text(total))
     return 0

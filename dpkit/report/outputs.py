@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from dpkit.budget.summary import rows_privacy, spec_privacy_text
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
 
 PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
@@ -94,6 +95,7 @@ def render_table(spec, rows: list[dict]) -> str:
     note = "\n(± is the half-width of the 95 % Student-t interval over seeds)" if spread else ""
     legend = _uncovered_legend(agg)
     note += f"\n\n{legend}" if legend else ""
+    note += f"\n\n{spec_privacy_text(rows_privacy(spec, rows))}"
     verdicts = format_verdicts(evaluate_all(spec, rows))
     return table + note + (f"\n\n{verdicts}" if verdicts else "")
 
@@ -160,13 +162,15 @@ def write_cells_csv(rows: list[dict], path: Path) -> None:
                              *[r.get("privacy", {}).get(p, "") for p in privacy], r["elapsed_s"]])
 
 
-def write_ledger(rows: list[dict], path: Path) -> None:
-    """Every cell's ledger, keyed by cell, with its method and sweep point."""
+def write_ledger(rows: list[dict], path: Path, total: dict | None = None) -> None:
+    """Every cell's ledger under ``cells`` (keyed by cell, with its method and sweep point), and
+    the spec's composed ``total`` (:func:`dpkit.budget.spec_privacy`)."""
     from dpkit.base.jsonutil import json_safe
 
-    doc = {r["key"]: {"method": r["method"], "point": r["point"], "seed": r["seed"],
-                      "summary": r.get("privacy", {}), "ledger": r.get("ledger", {})}
-           for r in rows}
+    cells = {r["key"]: {"method": r["method"], "point": r["point"], "seed": r["seed"],
+                        "summary": r.get("privacy", {}), "ledger": r.get("ledger", {})}
+             for r in rows}
+    doc = {"format": "dpkit-run-ledger/2", "cells": cells, "total": total}
     path.write_text(json.dumps(json_safe(doc), indent=2, sort_keys=True, default=str) + "\n",
                     encoding="utf-8")
 
@@ -181,12 +185,16 @@ def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_summary_csv(rows, out / "results.csv")
     write_cells_csv(rows, out / "cells.csv")
-    write_ledger(rows, out / "ledger.json")
+    total = rows_privacy(spec, rows)
+    write_ledger(rows, out / "ledger.json", total)
     (out / "spec.json").write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n",
                                    encoding="utf-8")
     verdicts = evaluate_all(spec, rows)
     if verdicts:
         write_claims(verdicts, out / "claims.json")
+        claims = json.loads((out / "claims.json").read_text(encoding="utf-8"))
+        (out / "claims.json").write_text(json.dumps({**claims, "privacy_total": total}, indent=2,
+                                                    default=str) + "\n", encoding="utf-8")
     else:
         (out / "claims.json").unlink(missing_ok=True)
     from dpkit.report.plot import plot_tradeoff

@@ -52,6 +52,7 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         "params": cell.params,
         "point": cell.point,
         "seed": cell.seed,
+        "data": cell.data,
         "metrics": metrics,
         "privacy": ledger.summary(),
         "ledger": ledger.to_dict(),

@@ -68,31 +68,39 @@ def plan_cell(component: Any, kind: str, privacy: Any, ctx: Any = None) -> dict[
     return _record(ledger, "" if refused else _note(component, ledger), refused)
 
 
+def plan_one(cell: Any, registry: Any) -> dict[str, Any]:
+    """The planned record of one expanded cell, opened exactly as a run opens it."""
+    from dpkit.spec import PrivacySettings
+
+    ledger = ledger_for(PrivacySettings.model_validate(cell.privacy))
+    refused, defense = None, None
+    try:
+        defense = open_cell(cell, registry, torch.device("cpu"), planning=True,
+                            ledger=ledger).defense
+    except BudgetExceededError as exc:
+        refused = str(exc)
+    note = _note(defense, ledger) if defense is not None else ""
+    return _record(ledger, note, refused)
+
+
 def plan_spec(path: str, registry: Any = None) -> list[dict[str, Any]]:
     """One record per cell of the spec at ``path``; seeds that plan identically are merged."""
     from dpkit.contract.plugins import get_registry
-    from dpkit.spec import PrivacySettings, expand, load_spec
+    from dpkit.spec import expand, load_spec
 
     registry = registry or get_registry()
     spec = load_spec(path, registry)
     plans: list[dict[str, Any]] = []
     index: dict[str, dict[str, Any]] = {}
     for cell in expand(spec, registry):
-        ledger = ledger_for(PrivacySettings.model_validate(cell.privacy))
-        refused, defense = None, None
-        try:
-            defense = open_cell(cell, registry, torch.device("cpu"), planning=True,
-                                ledger=ledger).defense
-        except BudgetExceededError as exc:
-            refused = str(exc)
-        note = _note(defense, ledger) if defense is not None else ""
-        record = _record(ledger, note, refused)
+        record = plan_one(cell, registry)
         key = json.dumps([cell.method, cell.point, record], sort_keys=True, default=str)
         if key in index:
             index[key]["seeds"].append(cell.seed)
             continue
         index[key] = {"method": cell.method, "component": cell.component, "kind": cell.kind,
-                      "point": cell.point, "seeds": [cell.seed], **record}
+                      "point": cell.point, "seeds": [cell.seed], "data": cell.data,
+                      "neighboring": cell.privacy.get("neighboring", "add_remove"), **record}
         plans.append(index[key])
     return plans
 

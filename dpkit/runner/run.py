@@ -87,22 +87,25 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
     cells = check_spec(spec, registry)
     runner = make_executor(executor, retries=retries, address=address, registry=registry)
     with OutputLock(out):
-        return _run_locked(spec, cells, out, runner, fresh, show_progress)
+        return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
 
 
 def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fresh: bool,
-                show_progress: bool) -> RunOutcome:
+                show_progress: bool, registry=None) -> RunOutcome:
+    from dpkit.runner.budget import reserve_run
     from dpkit.report import write_outputs
 
     store = ResultStore(out)
     if fresh:
         store.clear()
     pending = [c for c in cells if not store.done(c.key)]
+    budget = reserve_run(spec, pending, out, registry)  # the budget store; refuses before any cell
     outcome = RunOutcome(out, [], skipped=len(cells) - len(pending))
     bar = tqdm(total=len(cells), initial=outcome.skipped, unit="cell", desc=spec.name,
                disable=not show_progress, dynamic_ncols=True)
 
     def on_result(cell: Cell, row: dict) -> None:
+        budget.commit(cell.key, row)  # charged before it is released
         store.append(row)
         outcome.ran += 1
         bar.update(1)
@@ -124,6 +127,7 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         outcome.interrupted = True
     finally:
         bar.close()
+        budget.finish()
     outcome.rows = [store.rows[c.key] for c in cells if store.done(c.key)]
     write_outputs(spec, cells, outcome.rows, out)
     return outcome

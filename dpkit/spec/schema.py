@@ -56,6 +56,24 @@ class PrivacySettings(_Strict):
         "add_remove", description="the neighbouring relation (ε, δ) is stated in")
 
 
+class SelectionSettings(_Strict):
+    """Which cells are released: all (``none``), or only the best by a score computed on
+    ``public`` or ``private`` data (see docs/accounting.md, "Releasing the best cell")."""
+
+    data: Literal["none", "public", "private"] = "none"
+    metric: str | None = Field(None, description="the score the best cell is chosen by")
+    direction: Literal["max", "min"] = "max"
+    score_in_ledger: bool = Field(False, description="private only: each cell's ledger already "
+                                  "covers its score (a DP score)")
+
+    @model_validator(mode="after")
+    def _metric_named(self) -> SelectionSettings:
+        if self.data != "none" and not self.metric:
+            raise ValueError(f"selection on {self.data} data needs the score: selection: "
+                             f"{{data: {self.data}, metric: accuracy}}")
+        return self
+
+
 class ReportSettings(_Strict):
     """Which metrics the table and the plot put first."""
 
@@ -87,6 +105,7 @@ class Spec(_Strict):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
     privacy: PrivacySettings = Field(default_factory=PrivacySettings)
+    selection: SelectionSettings = Field(default_factory=SelectionSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     resources: Resources = Field(default_factory=Resources)
     output: str | None = None

@@ -73,7 +73,10 @@ seeds: [0, 1]
 privacy: {delta: 1.0e-5, accountant: rdp}
 """)
     code, out, _ = budget("spec", str(path), "--json")
-    plans = json.loads(out)
+    record = json.loads(out)
+    plans = record["cells"]
+    (group,) = record["total"]["groups"]  # 2 points × 2 seeds of one dataset, composed
+    assert group["cells"] == 4 and group["release_every_cell"]["dp"]["epsilon"] > 0
     assert code == 0 and [p["point"] for p in plans] == [{"eta": 0.5}, {"eta": 2.0}]  # seeds collapsed
     # toy_noise declares its releases: the plan holds the run's own entry, for both seeds
     assert all(p["kind"] == "defense" and p["seeds"] == [0, 1] for p in plans)
@@ -81,6 +84,7 @@ privacy: {delta: 1.0e-5, accountant: rdp}
     assert all(p["spends"][0]["count"] == 12 * 8 for p in plans)  # 12 test docs of 8 words
     code, out, _ = budget("spec", str(path))
     assert code == 0 and "planned spends" in out and "eta=0.5" in out
+    assert "Releasing every cell (4 cells reading toy_text" in out
 
 
 def test_spec_missing_file_is_one_line_error(budget, toy_plugins, tmp_path):

@@ -25,7 +25,7 @@ def test_run_writes_every_output(toy_spec_text, toy_plugins):
     assert [r["params"]["eta"] for r in rows] == [0.5, 2.0, 8.0]
     for name in ("results.csv", "ledger.json", "tradeoff.png"):
         assert (out / name).stat().st_size > 0
-    ledger = json.loads((out / "ledger.json").read_text())
+    ledger = json.loads((out / "ledger.json").read_text())["cells"]
     assert set(ledger) == {r["key"] for r in rows}
     # Gaussian noise is declared (ε, δ)-DP, never η-dχ; less noise (larger η) costs more ε
     for r in rows:

@@ -1,0 +1,110 @@
+"""Releasing the best of several runs: Papernot & Steinke's published bounds through dpkit, the
+repetitions they assume, and what a fixed grid is charged."""
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from dpkit.accounting import DpGuarantee, Ledger, composed_accountant, pure_dp_rdp
+from dpkit.budget import best_of_random_runs, draw_repetitions, release_best_ledger, repeat_and_select
+from dpkit.base.errors import AccountingError
+
+PURE_LIMIT = [1e10]  # one huge Rényi order: the RDP there is the pure-DP ε
+
+
+def rdp_of(event, orders):
+    return list(composed_accountant(event, "rdp", orders).rdp)
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 2.0])
+@pytest.mark.parametrize(("distribution", "shape"), [("logarithmic", 0), ("geometric", 1), (2.0, 2)])
+def test_corollary_3_pure_runs_cost_two_plus_shape_times_epsilon(epsilon, distribution, shape):
+    """Corollary 3: an ε-DP run repeated K ~ TNB(η) times is (2 + η)ε-DP — geometric: Liu and
+    Talwar's 3ε (STOC 2019), logarithmic: 2ε — whatever the mean number of runs."""
+    for run in (DpGuarantee.pure(epsilon).event, dp_accounting.LaplaceDpEvent(1 / epsilon)):
+        for mean in (10, 1000):
+            search = repeat_and_select(run, mean, distribution)
+            assert rdp_of(search, PURE_LIMIT)[0] == pytest.approx((2 + shape) * epsilon, rel=1e-6)
+
+
+@pytest.mark.parametrize("shape", [0.0, 1.0, 3.0])
+@pytest.mark.parametrize(("rho", "mean"), [(0.05, 10.0), (0.2, 50.0)])
+def test_corollary_4_gaussian_runs(rho, mean, shape):
+    """Corollary 4: a ρ-zCDP (Gaussian) run repeated K ~ TNB(η, γ) times has, at λ ≤ 1 + √(log μ/ρ),
+    ε′ = 2√(ρ log μ) + 2(1 + η)√(ρ log(1/γ)) − ηρ, and above it ρ(λ − 1) + log μ/(λ − 1) + the
+    same constant (for ρ ≤ log(1/γ), with λ̂ = √(log(1/γ)/ρ) on the grid)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
+
+    gamma = _gamma_truncated_negative_binomial(shape, mean)
+    true_mean = dp_accounting.rdp.rdp_privacy_accountant._truncated_negative_binomial_mean(
+        gamma, shape)
+    assert rho <= -math.log(gamma)
+    knee = 1 + math.sqrt(math.log(true_mean) / rho)
+    orders = sorted([1.5, 2.0, math.sqrt(-math.log(gamma) / rho), knee, 4.0, 8.0, 32.0])
+    run = dp_accounting.GaussianDpEvent(math.sqrt(0.5 / rho))
+    got = rdp_of(repeat_and_select(run, mean, shape), orders)
+    constant = 2 * (1 + shape) * math.sqrt(-rho * math.log(gamma)) - shape * rho
+    for order, value in zip(orders, got):
+        if order <= knee:
+            expected = 2 * math.sqrt(rho * math.log(true_mean)) + constant
+        else:
+            expected = rho * (order - 1) + math.log(true_mean) / (order - 1) + constant
+        assert value == pytest.approx(expected, rel=1e-6), order
+
+
+@pytest.mark.parametrize(("epsilon", "mean"), [(0.5, 10), (1.0, 100), (2.0, 1000)])
+def test_theorem_6_poisson_runs_of_a_pure_mechanism(epsilon, mean):
+    """Theorem 6 (K ~ Poisson(μ)) for an ε-DP run at λ = 1 + 1/(e^ε − 1), where δ̂ = 0:
+    ε′ = ρ(λ) + (e^ε − 1)·log μ, ρ(λ) the run's own Rényi DP (binary randomized response)."""
+    order = 1 + 1 / math.expm1(epsilon)
+    got = rdp_of(repeat_and_select(DpGuarantee.pure(epsilon).event, mean), [order, 1e10])[0]
+    expected = pure_dp_rdp(epsilon, order) + math.expm1(epsilon) * math.log(mean)
+    assert got == pytest.approx(expected, rel=1e-3)
+
+
+def test_the_search_costs_more_than_one_run_and_less_than_all():
+    run = dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.0))
+    one = dp_accounting.SelfComposedDpEvent(run, 1000)
+    single = best_of_random_runs(one, 1.0, 1e-5, "geometric")
+    search = best_of_random_runs(one, 20.0, 1e-5, "geometric")
+    every = Ledger()
+    every.spend(DpGuarantee(one), "run", count=20)
+    assert single < search < every.epsilon()
+
+
+def test_repetitions_are_drawn_as_the_bound_assumes():
+    rng = np.random.default_rng(0)
+    for distribution in ("poisson", "geometric", "logarithmic", 2.0):
+        draws = np.array([draw_repetitions(10.0, distribution, rng) for _ in range(20_000)])
+        assert abs(draws.mean() - 10.0) < 5 * draws.std() / math.sqrt(len(draws)), distribution
+        assert draws.min() >= (0 if distribution == "poisson" else 1)
+    with pytest.raises(AccountingError, match="mean number of repetitions"):
+        repeat_and_select(DpGuarantee.pure(1.0).event, 0.5)
+    with pytest.raises(AccountingError, match="unknown distribution"):
+        draw_repetitions(10.0, "uniform", rng)
+
+
+def candidates():
+    ledger = Ledger()
+    for eps in (0.5, 1.0, 2.0):
+        ledger.spend(DpGuarantee.pure(eps), f"cell ε={eps}")
+    return ledger
+
+
+def test_a_fixed_grid_is_charged_every_candidate():
+    """Choosing depends on every candidate, so a fixed grid never costs less than all of them."""
+    assert release_best_ledger(candidates(), "none", None) is None
+    public = release_best_ledger(candidates(), "public", "accuracy")
+    assert public.epsilon() == candidates().epsilon() == 3.5
+    scored = release_best_ledger(candidates(), "private", "accuracy", score_in_ledger=True)
+    assert scored.epsilon() == 3.5
+
+
+def test_a_private_score_without_noise_has_no_guarantee():
+    chosen = release_best_ledger(candidates(), "private", "accuracy")
+    assert chosen.epsilon() == math.inf
+    assert "without noise" in chosen.no_guarantee_reasons[0]
+    with pytest.raises(AccountingError, match="unknown selection"):
+        release_best_ledger(candidates(), "oracle", "accuracy")
