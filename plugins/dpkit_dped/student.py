@@ -37,26 +37,34 @@ class SkipGramStudent(nn.Module):
                          self.bias.detach().clone())
 
 
-def output_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
-    """Eq. 4 (``squared``: ‖softmax(y_S) − onehot(ŷ)‖², batch mean) or cross-entropy."""
+def output_loss(logits: torch.Tensor, targets: torch.Tensor, kind: str) -> torch.Tensor:
+    """Eq. 4 (``squared``: ‖softmax(y_S) − ŷ‖², batch mean) or cross-entropy against ``targets``.
+
+    ``targets`` is either labels ``[B]`` (hard: ŷ is their one-hot vector) or soft target rows
+    ``[B, V]``; for cross-entropy soft rows must be distributions (see ``targets.nonnegative``).
+    """
+    soft = targets.is_floating_point()
     if kind == "cross_entropy":
-        return nn.functional.cross_entropy(logits, labels)
+        return nn.functional.cross_entropy(logits, targets)
     if kind == "squared":
         probs = logits.softmax(dim=-1)
-        onehot = nn.functional.one_hot(labels, probs.shape[-1]).to(probs.dtype)
-        return ((probs - onehot) ** 2).sum(dim=-1).mean()
+        goal = targets if soft else nn.functional.one_hot(targets, probs.shape[-1]).to(probs.dtype)
+        return ((probs - goal) ** 2).sum(dim=-1).mean()
     raise ValueError(f"output loss must be 'squared' or 'cross_entropy', got {kind!r}")
 
 
-def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, labels: torch.Tensor, *,
+def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch.Tensor, *,
                   vocab_size: int, dim: int, epochs: int, lr: float, batch_size: int,
                   hidden_weight: float, loss_kind: str, generator: torch.Generator,
+                  output_weight: float = 1.0,
                   init: WordModel | None = None,
                   validation: tuple[torch.Tensor, torch.Tensor] | None = None,
                   patience: int | None = None, holdout_share: float = 0.1) -> WordModel:
     """Minimize Eq. 3 — ‖h_S(x) − H̃(x)‖² + L_out(y_S(x), ŷ(x)) — over the answered queries.
 
-    ``hidden`` is ``None`` for the labels-only (PATE) student. Queries never answered keep their
+    ``targets`` are hard labels ``[n]`` or soft target rows ``[n, V]`` (see :func:`output_loss`);
+    ``output_weight`` and ``hidden_weight`` weigh the two terms. ``hidden`` is ``None`` for the
+    labels-only (PATE) student. Queries never answered keep their
     initial vectors: random, or ``init``'s (the public model: input and output layer).
 
     With ``patience`` set, ``holdout_share`` of the answered queries is held out of training and
@@ -87,7 +95,7 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, labels: torch.
 
     def eq3(rows: torch.Tensor) -> torch.Tensor:
         h, logits = student(ids[rows])
-        loss = output_loss(logits, labels[rows], loss_kind)
+        loss = output_weight * output_loss(logits, targets[rows], loss_kind)
         if hidden is not None:
             loss = loss + hidden_weight * ((h - hidden[rows]) ** 2).sum(dim=-1).mean()
         return loss

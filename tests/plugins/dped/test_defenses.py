@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from dpkit_dped.defenses import DpedNonPrivate, DpedPublic
+from dpkit_dped.references import DpedNonPrivate, DpedPublic
 from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 from opacus.accountants import RDPAccountant
 

@@ -1,0 +1,72 @@
+"""The student's targets from the released aggregate: post-processing only, nothing private read.
+
+Every function here sees the noisy releases, the public model and the planned noise std (a public
+number), so whatever it computes costs nothing on the ledger.
+
+- **Soft targets** (the default): the noisy sum of the teachers' probability vectors divided by the
+  number of teachers, an unbiased estimate of the ensemble's mean distribution.
+- **Shrinkage** (``james_stein``): each released vector is pulled toward the public model's
+  prediction for the same query by the positive-part James–Stein factor
+  ``max(0, 1 − (d − 2)·s² / ‖y − prior‖²)`` (James and Stein, *Estimation with quadratic loss*,
+  Berkeley Symposium 1961), which needs only the known noise std ``s``. Under heavy noise the
+  factor is 0 and the target is the public model's own prediction, so a student started from the
+  public model has nothing to move towards; without noise the factor is 1 and the target is the
+  teachers' own aggregate.
+- **Hidden target** (``public_norm``): teacher vectors are clipped to norm C before averaging (the
+  sensitivity needs it), which shrinks them below the scale the output layer was trained for. The
+  direction of the (shrunk) noisy mean is kept and rescaled to the norm of the public model's
+  vector of the same word.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dpkit_dped.aggregation import clip_rows
+
+
+def james_stein(noisy: torch.Tensor, prior: torch.Tensor, noise_std: float) -> torch.Tensor:
+    """Rows of ``noisy`` shrunk toward ``prior``'s by the positive-part James–Stein factor."""
+    if noise_std == 0:
+        return noisy.clone()
+    diff = noisy - prior
+    spread = diff.pow(2).sum(dim=-1, keepdim=True).clamp_min(torch.finfo(diff.dtype).tiny)
+    factor = (1 - (diff.shape[-1] - 2) * noise_std ** 2 / spread).clamp_min(0.0)
+    return prior + factor * diff
+
+
+def soft_targets(released: torch.Tensor, teachers: int, noise_std: float,
+                 prior: torch.Tensor | None) -> torch.Tensor:
+    """The mean teacher distribution estimated from the noisy sum ``released`` ``[n, V]``.
+
+    ``noise_std`` is σ of the sum; divided by ``teachers`` it is the std of the mean. With a
+    ``prior`` (the public model's distributions of the same queries) the estimate is shrunk toward
+    it; without, it is the plain unbiased estimate (entries may be negative under noise).
+    """
+    mean = released / teachers
+    return mean if prior is None else james_stein(mean, prior, noise_std / teachers)
+
+
+def nonnegative(target: torch.Tensor) -> torch.Tensor:
+    """A noisy target made a distribution for cross-entropy: negatives cut to 0, rows renormalized
+    (a row with no positive entry becomes uniform)."""
+    kept = target.clamp_min(0.0)
+    total = kept.sum(dim=-1, keepdim=True)
+    uniform = torch.full_like(kept, 1.0 / kept.shape[-1])
+    return torch.where(total > 0, kept / total.clamp_min(torch.finfo(kept.dtype).tiny), uniform)
+
+
+def hidden_targets(released: torch.Tensor, public_vectors: torch.Tensor, *, clip: float,
+                   noise_std: float, shrink: bool, rescale: bool) -> torch.Tensor:
+    """The student's hidden target from the noisy clipped means ``released`` ``[n, d]``.
+
+    ``shrink``: toward the public vectors clipped the same way (James–Stein, std ``noise_std``);
+    ``rescale``: the direction kept, the length set to the public vector's norm.
+    """
+    target = released
+    if shrink:
+        target = james_stein(released, clip_rows(public_vectors, clip), noise_std)
+    if rescale:
+        target = (torch.nn.functional.normalize(target, dim=-1)
+                  * public_vectors.norm(dim=-1, keepdim=True))
+    return target
