@@ -97,10 +97,10 @@ class TeacherParams(EnsembleParams):
         "soft: release the noisy sum of the teachers' probability vectors and train Eq. 4 against "
         "their noisy mean (§3.1: each teacher's output is a distribution); hard: release only "
         "the noisy argmax label (Alg. 1, line 26, read literally)"))
-    shrinkage: Literal["james_stein", "none"] = Field("james_stein", description=(
+    shrinkage: Literal["wiener", "none"] = Field("wiener", description=(
         "post-processing of the noisy soft targets and hidden means: shrink each toward the "
-        "public model's prediction by the James–Stein factor of the known noise std; none: use "
-        "the releases as they are"))
+        "public model's prediction by a Wiener factor of the known noise std (dpkit_dped.targets); "
+        "none: use the releases as they are"))
     threshold: Literal["noisy", "faithful"] = "noisy"
     threshold_votes: float = Field(5.0, ge=0, description=(
         "r: a query is answered when the top entry of the teachers' summed outputs (votes, or "
@@ -207,7 +207,7 @@ class DpedDefense(dpkit.Component):
         if p.target == "hard":
             return agg.labels[kept]
         assert agg.soft is not None  # a soft plan releases the noisy sum
-        prior = reference.context_logits(kept).softmax(dim=-1) if p.shrinkage == "james_stein" else None
+        prior = reference.context_logits(kept).softmax(dim=-1) if p.shrinkage == "wiener" else None
         target = soft_targets(agg.soft[kept], p.teachers, plan.sigma_votes, prior)
         return nonnegative(target) if p.output_loss == "cross_entropy" else target
 
@@ -219,7 +219,7 @@ class DpedDefense(dpkit.Component):
         p = self.params
         return hidden_targets(agg.hidden[kept], reference.vectors[kept], clip=p.clip,
                               noise_std=plan.sigma_hidden or 0.0,
-                              shrink=p.shrinkage == "james_stein",
+                              shrink=p.shrinkage == "wiener",
                               rescale=p.hidden_target == "public_norm")
 
 
