@@ -183,8 +183,10 @@ class DpedDefense(dpkit.Component):
         agg = aggregate(vectors, summed, plan, threshold=p.threshold_votes,
                         clip=getattr(p, "clip", 1.0), generator=ctx.generator("dped-noise"))
         kept = agg.answered.nonzero().squeeze(1)
+        targets, informative_out = self.output_target(agg, kept, plan, reference)
+        hidden, informative_hidden = self.hidden_target(agg, kept, plan, reference)
         student = train_student(
-            kept, self.hidden_target(agg, kept, plan, reference), self.output_target(agg, kept, plan, reference),
+            kept, hidden, targets, output_rows=informative_out, hidden_rows=informative_hidden,
             vocab_size=len(setup.vocab), dim=p.dim, epochs=p.student_epochs, lr=p.student_lr,
             batch_size=p.student_batch, hidden_weight=getattr(p, "hidden_weight", 0.0),
             output_weight=getattr(p, "output_weight", 1.0),
@@ -194,6 +196,8 @@ class DpedDefense(dpkit.Component):
             patience=p.student_patience, holdout_share=p.student_holdout_share)
         metrics = evaluate(ctx, setup, student, p)
         metrics.update(num_queries=p.num_queries, abstain_share=agg.abstain_share,
+                       informative_outputs=float(informative_out.sum()),
+                       informative_hidden=float(informative_hidden.sum()),
                        sigma_votes=plan.sigma_votes, sigma_threshold=plan.sigma_threshold or 0.0,
                        sigma_hidden=plan.sigma_hidden or 0.0)
         if not p.noiseless:
@@ -201,21 +205,23 @@ class DpedDefense(dpkit.Component):
         return with_curves(metrics, [student, reference, *teachers])
 
     def output_target(self, agg: Aggregate, kept: torch.Tensor, plan: NoisePlan,
-                      reference: WordModel) -> torch.Tensor:
-        """Labels (hard) or soft target rows of the answered queries, from the releases alone."""
+                      reference: WordModel) -> tuple[torch.Tensor, torch.Tensor]:
+        """Labels (hard) or soft target rows of the answered queries, from the releases alone, and
+        which of them carry information."""
         p = self.params
         if p.target == "hard":
-            return agg.labels[kept]
+            return agg.labels[kept], torch.ones(len(kept), dtype=torch.bool, device=kept.device)
         assert agg.soft is not None  # a soft plan releases the noisy sum
         prior = reference.context_logits(kept).softmax(dim=-1) if p.shrinkage == "wiener" else None
-        target = soft_targets(agg.soft[kept], p.teachers, plan.sigma_votes, prior)
-        return nonnegative(target) if p.output_loss == "cross_entropy" else target
+        target, informative = soft_targets(agg.soft[kept], p.teachers, plan.sigma_votes, prior)
+        return (nonnegative(target) if p.output_loss == "cross_entropy" else target), informative
 
     def hidden_target(self, agg: Aggregate, kept: torch.Tensor, plan: NoisePlan,
-                      reference: WordModel) -> torch.Tensor | None:
-        """The student's hidden target of the answered queries (``None`` without a hidden release)."""
+                      reference: WordModel) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The student's hidden targets of the answered queries (``None`` without a hidden
+        release) and which of them carry information."""
         if agg.hidden is None:
-            return None
+            return None, torch.zeros(len(kept), dtype=torch.bool, device=kept.device)
         p = self.params
         return hidden_targets(agg.hidden[kept], reference.vectors[kept], clip=p.clip,
                               noise_std=plan.sigma_hidden or 0.0,

@@ -8,11 +8,11 @@ number), so whatever it computes costs nothing on the ledger.
 - **Shrinkage** (``wiener``): each released vector y is pulled toward the public model's
   prediction μ for the same query, y ↦ μ + λ·(y − μ), by the Wiener factor λ = S / (S + d·s²),
   where d·s² is the energy of the noise (known: s is the planned std) and S the energy of the
-  signal y − μ − noise, estimated from the release as ‖y − μ‖² − d·s² **less three standard
-  deviations of the noise energy** (s²·√(2d)), and cut at 0. Without the margin this is the
-  positive-part James–Stein estimate, which under pure noise keeps a fraction ≈ √(2/d) of the noise
-  in about half the queries — far larger than a probability over 3,000 words; with it, pure noise
-  passes the estimate in about one query in a thousand. Under heavy noise the target is the
+  signal, estimated from the release as ‖y − μ‖² less the **99.865 % quantile of the noise energy**
+  (s² times that quantile of χ²_d, the one-sided 3σ level), cut at 0. Estimated as ‖y − μ‖² − d·s²
+  instead, this is the positive-part James–Stein estimate, which under pure noise keeps a fraction
+  ≈ √(2/d) of the noise in about half the queries — far larger than a probability over 3,000
+  words; with the quantile, pure noise passes in 0.135 % of the queries. Under heavy noise the target is the
   public model's own prediction, so a student started from the public model has nothing to move
   towards; without noise λ = 1 and the target is the teachers' own aggregate.
 - **Hidden target** (``public_norm``): teacher vectors are clipped to norm C before averaging (the
@@ -23,39 +23,48 @@ number), so whatever it computes costs nothing on the ledger.
 
 from __future__ import annotations
 
-import math
-
 import torch
+from scipy import stats
 
 from dpkit_dped.aggregation import clip_rows
 
 
-SIGNIFICANCE = 3.0  # noise-energy standard deviations the signal estimate must clear
+FALSE_SIGNAL = 0.00135  # share of pure-noise rows let through: the one-sided 3σ level
+
+
+def shrinkage_factor(noisy: torch.Tensor, prior: torch.Tensor, noise_std: float) -> torch.Tensor:
+    """The Wiener factor λ ∈ [0, 1] of each row of ``noisy`` (std ``noise_std`` per entry) toward
+    ``prior``'s, from its conservatively estimated signal energy (see the module docstring)."""
+    if noise_std == 0:
+        return torch.ones(noisy.shape[:-1], device=noisy.device)
+    diff = noisy - prior
+    d = diff.shape[-1]
+    level = float(stats.chi2.isf(FALSE_SIGNAL, d)) * noise_std ** 2
+    signal = (diff.pow(2).sum(dim=-1) - level).clamp_min(0.0)
+    return signal / (signal + d * noise_std ** 2)
 
 
 def shrink_to_prior(noisy: torch.Tensor, prior: torch.Tensor, noise_std: float) -> torch.Tensor:
-    """Rows of ``noisy`` (std ``noise_std`` per entry) shrunk toward ``prior``'s by the Wiener
-    factor of their conservatively estimated signal energy (see the module docstring)."""
+    """Rows of ``noisy`` shrunk toward ``prior``'s by :func:`shrinkage_factor`."""
     if noise_std == 0:
         return noisy.clone()
-    diff = noisy - prior
-    d = diff.shape[-1]
-    noise = d * noise_std ** 2
-    signal = (diff.pow(2).sum(dim=-1, keepdim=True) - noise
-              - SIGNIFICANCE * noise_std ** 2 * math.sqrt(2 * d)).clamp_min(0.0)
-    return prior + signal / (signal + noise) * diff
+    return prior + shrinkage_factor(noisy, prior, noise_std).unsqueeze(-1) * (noisy - prior)
 
 
 def soft_targets(released: torch.Tensor, teachers: int, noise_std: float,
-                 prior: torch.Tensor | None) -> torch.Tensor:
-    """The mean teacher distribution estimated from the noisy sum ``released`` ``[n, V]``.
+                 prior: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean teacher distribution estimated from the noisy sum ``released`` ``[n, V]``, and
+    which rows carry information (were not shrunk all the way to the prior).
 
     ``noise_std`` is σ of the sum; divided by ``teachers`` it is the std of the mean. With a
     ``prior`` (the public model's distributions of the same queries) the estimate is shrunk toward
     it; without, it is the plain unbiased estimate (entries may be negative under noise).
     """
     mean = released / teachers
-    return mean if prior is None else shrink_to_prior(mean, prior, noise_std / teachers)
+    if prior is None:
+        return mean, torch.ones(len(mean), dtype=torch.bool, device=mean.device)
+    factor = shrinkage_factor(mean, prior, noise_std / teachers)
+    return prior + factor.unsqueeze(-1) * (mean - prior), factor > 0
 
 
 def nonnegative(target: torch.Tensor) -> torch.Tensor:
@@ -68,16 +77,20 @@ def nonnegative(target: torch.Tensor) -> torch.Tensor:
 
 
 def hidden_targets(released: torch.Tensor, public_vectors: torch.Tensor, *, clip: float,
-                   noise_std: float, shrink: bool, rescale: bool) -> torch.Tensor:
-    """The student's hidden target from the noisy clipped means ``released`` ``[n, d]``.
+                   noise_std: float, shrink: bool, rescale: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The student's hidden target from the noisy clipped means ``released`` ``[n, d]``, and which
+    rows carry information.
 
     ``shrink``: toward the public vectors clipped the same way (std ``noise_std``);
     ``rescale``: the direction kept, the length set to the public vector's norm.
     """
     target = released
+    informative = torch.ones(len(released), dtype=torch.bool, device=released.device)
     if shrink:
-        target = shrink_to_prior(released, clip_rows(public_vectors, clip), noise_std)
+        anchor = clip_rows(public_vectors, clip)
+        factor = shrinkage_factor(released, anchor, noise_std)
+        target, informative = anchor + factor.unsqueeze(-1) * (released - anchor), factor > 0
     if rescale:
         target = (torch.nn.functional.normalize(target, dim=-1)
                   * public_vectors.norm(dim=-1, keepdim=True))
-    return target
+    return target, informative

@@ -66,3 +66,16 @@ def test_the_ceiling_check_catches_hard_argmax_labels(run, ensemble, cls):
     """The former default (noisy-argmax labels, Alg. 1 read literally) fails the same check."""
     metrics, _ = run(cls, {**NOISELESS, **OLD_DEFAULT})
     assert metrics["perplexity"] > CEILING * ensemble, (metrics["perplexity"], ensemble)
+
+
+@pytest.mark.parametrize("cls", [DpedDefense, DpedPate], ids=["dped", "pate"])
+def test_under_heavy_noise_the_student_keeps_its_public_start(run, cls):
+    """Targets shrunk all the way to the public model's predictions train nothing: the student is
+    the floor exactly, never above it."""
+    from dpkit_dped.references import DpedPublic
+
+    floor, _ = run(DpedPublic, NOISELESS)
+    metrics, ledger = run(cls, {**NOISELESS, "noiseless": False, "target_epsilon": 1.0})
+    assert ledger.epsilon() <= 1.0
+    assert metrics["informative_outputs"] == metrics["informative_hidden"] == 0
+    assert metrics["perplexity"] == floor["perplexity"]

@@ -3,7 +3,6 @@ public-norm hidden targets."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 from dpkit_dped.targets import hidden_targets, shrink_to_prior, nonnegative, soft_targets
 
@@ -31,8 +30,9 @@ def test_shrinkage_lowers_the_squared_error_of_the_raw_release():
 
 def test_soft_targets_divide_the_sum_by_the_teachers_and_make_distributions_for_cross_entropy():
     released = torch.tensor([[8.0, 2.0, -2.0], [-1.0, -3.0, -0.5]])
-    mean = soft_targets(released, teachers=4, noise_std=0.0, prior=None)
+    mean, informative = soft_targets(released, teachers=4, noise_std=0.0, prior=None)
     torch.testing.assert_close(mean, released / 4)
+    assert informative.all()
     dist = nonnegative(mean)
     torch.testing.assert_close(dist[0], torch.tensor([0.8, 0.2, 0.0]))
     torch.testing.assert_close(dist[1], torch.full((3,), 1 / 3))  # nothing positive: uniform
@@ -42,11 +42,15 @@ def test_hidden_target_keeps_the_direction_at_the_public_length():
     g = torch.Generator().manual_seed(2)
     public = 3 * torch.randn(10, 16, generator=g)
     released = 0.2 * torch.randn(10, 16, generator=g)
-    target = hidden_targets(released, public, clip=1.0, noise_std=0.0, shrink=True, rescale=True)
+    target, informative = hidden_targets(released, public, clip=1.0, noise_std=0.0, shrink=True,
+                                         rescale=True)
+    assert informative.all()
     torch.testing.assert_close(target.norm(dim=-1), public.norm(dim=-1))
     cos = torch.nn.functional.cosine_similarity(target, released, dim=-1)
     torch.testing.assert_close(cos, torch.ones(10))
-    heavy = hidden_targets(released, public, clip=1.0, noise_std=1e3, shrink=True, rescale=True)
+    heavy, informative = hidden_targets(released, public, clip=1.0, noise_std=1e3, shrink=True,
+                                        rescale=True)
     torch.testing.assert_close(heavy, public)  # no signal left: the public vector itself
+    assert not informative.any()
     assert torch.equal(hidden_targets(released, public, clip=1.0, noise_std=0.5, shrink=False,
-                                      rescale=False), released)
+                                      rescale=False)[0], released)
