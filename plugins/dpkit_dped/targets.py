@@ -8,11 +8,13 @@ number), so whatever it computes costs nothing on the ledger.
 - **Shrinkage** (``wiener``): each released vector y is pulled toward the public model's
   prediction μ for the same query, y ↦ μ + λ·(y − μ), by the Wiener factor λ = S / (S + d·s²),
   where d·s² is the energy of the noise (known: s is the planned std) and S the energy of the
-  signal, estimated from the release as ‖y − μ‖² less the **99.865 % quantile of the noise energy**
-  (s² times that quantile of χ²_d, the one-sided 3σ level), cut at 0. Estimated as ‖y − μ‖² − d·s²
-  instead, this is the positive-part James–Stein estimate, which under pure noise keeps a fraction
-  ≈ √(2/d) of the noise in about half the queries — far larger than a probability over 3,000
-  words; with the quantile, pure noise passes in 0.135 % of the queries. Under heavy noise the target is the
+  signal, estimated from the release as ‖y − μ‖² less a high quantile of the noise energy s²·χ²_d,
+  cut at 0. The quantile is the one-sided 3σ level (0.135 %) Bonferroni-corrected over the rows
+  shrunk together, so that pure noise lets *any* row of a run through with probability 0.135 %: a
+  row that passes by chance carries λ times the full noise, which at small ε is orders of
+  magnitude above a probability over 3,000 words. Estimated as ‖y − μ‖² − d·s² instead, this is the
+  positive-part James–Stein estimate, which keeps a fraction ≈ √(2/d) of pure noise in about half
+  the rows. Under heavy noise the target is the
   public model's own prediction, so a student started from the public model has nothing to move
   towards; without noise λ = 1 and the target is the teachers' own aggregate.
 - **Hidden target** (``public_norm``): teacher vectors are clipped to norm C before averaging (the
@@ -29,17 +31,17 @@ from scipy import stats
 from dpkit_dped.aggregation import clip_rows
 
 
-FALSE_SIGNAL = 0.00135  # share of pure-noise rows let through: the one-sided 3σ level
+FALSE_SIGNAL = 0.00135  # chance that pure noise lets any row through: the one-sided 3σ level
 
 
 def shrinkage_factor(noisy: torch.Tensor, prior: torch.Tensor, noise_std: float) -> torch.Tensor:
-    """The Wiener factor λ ∈ [0, 1] of each row of ``noisy`` (std ``noise_std`` per entry) toward
-    ``prior``'s, from its conservatively estimated signal energy (see the module docstring)."""
+    """The Wiener factor λ ∈ [0, 1] of each row of ``noisy`` ``[n, d]`` (std ``noise_std`` per
+    entry) toward ``prior``'s, from its conservatively estimated signal energy (module docstring)."""
     if noise_std == 0:
         return torch.ones(noisy.shape[:-1], device=noisy.device)
     diff = noisy - prior
-    d = diff.shape[-1]
-    level = float(stats.chi2.isf(FALSE_SIGNAL, d)) * noise_std ** 2
+    rows, d = max(1, diff[..., 0].numel()), diff.shape[-1]
+    level = float(stats.chi2.isf(FALSE_SIGNAL / rows, d)) * noise_std ** 2
     signal = (diff.pow(2).sum(dim=-1) - level).clamp_min(0.0)
     return signal / (signal + d * noise_std ** 2)
 

@@ -54,3 +54,17 @@ def test_hidden_target_keeps_the_direction_at_the_public_length():
     assert not informative.any()
     assert torch.equal(hidden_targets(released, public, clip=1.0, noise_std=0.5, shrink=False,
                                       rescale=False)[0], released)
+
+
+def test_pure_noise_lets_no_row_of_a_run_through():
+    """The energy test is corrected over the rows shrunk together: 3,000 pure-noise rows, none
+    passes (uncorrected, about four would, each carrying a share of the full noise)."""
+    from dpkit_dped.targets import shrinkage_factor
+
+    g = torch.Generator().manual_seed(4)
+    prior = torch.rand(3000, 300, generator=g)
+    noisy = prior + 35.0 * torch.randn(3000, 300, generator=g)
+    assert not (shrinkage_factor(noisy, prior, 35.0) > 0).any()
+    strong = noisy.clone()
+    strong[0] += 35.0  # a row whose signal energy is as large as its noise energy
+    assert (shrinkage_factor(strong, prior, 35.0) > 0).tolist()[0]
