@@ -10,15 +10,8 @@ from pydantic import Field
 import dpkit
 from dpkit.protocols import DefenseResult
 from dpkit.training import attach_curves
-from dpkit_dped.aggregation import (
-    Aggregate,
-    aggregate,
-    procrustes_align,
-    teacher_probability_sum,
-    teacher_votes,
-    vote_histogram,
-)
-from dpkit_dped.pipeline import evaluate, prepare, public_model, teacher_models
+from dpkit_dped.aggregation import Aggregate, aggregate
+from dpkit_dped.pipeline import evaluate, prepare, public_model, teacher_models, teacher_outputs
 from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, noiseless_plan, plan_noise
 from dpkit_dped.skipgram import WordModel
 from dpkit_dped.student import train_student
@@ -171,15 +164,10 @@ class DpedDefense(dpkit.Component):
         record(ctx, plan.spends())
         reference = public_model(ctx, setup, p)
         teachers = teacher_models(ctx, setup, p)
-        queries = torch.arange(p.num_queries, device=ctx.device)
         ctx.say(f"{self.name}: aggregating {p.num_queries} queries over {len(teachers)} teachers "
                 f"({p.target} targets)")
-        summed = (teacher_probability_sum(teachers, queries) if p.target == "soft"
-                  else vote_histogram(teacher_votes(teachers, queries), len(setup.vocab)))
-        vectors = None
-        if self.uses_hidden:
-            vectors = torch.stack([procrustes_align(t.vectors, reference.vectors)[:p.num_queries]
-                                   for t in teachers])
+        summed, vectors = teacher_outputs(ctx, setup, p, soft=p.target == "soft",
+                                          hidden=self.uses_hidden)
         agg = aggregate(vectors, summed, plan, threshold=p.threshold_votes,
                         clip=getattr(p, "clip", 1.0), generator=ctx.generator("dped-noise"))
         kept = agg.answered.nonzero().squeeze(1)

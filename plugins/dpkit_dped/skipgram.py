@@ -160,7 +160,7 @@ def cache_key(*parts: object) -> str:
 
 
 _MEMO = process_cache("dped.word_models", "trained word models by their cache folder",
-                      max_entries=8)
+                      max_entries=16)  # per seed: teachers, public and non-private models
 
 
 def cached_models(folder: Path, build: Callable[[], list[WordModel]]) -> list[WordModel]:
