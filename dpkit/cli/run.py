@@ -18,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray)")
     p.add_argument("--retries", type=int, default=0, help="extra attempts for a failing cell")
     p.add_argument("--device", help="override the spec's device (auto, cpu, cuda)")
-    p.add_argument("--seeds", type=int, metavar="N", help="run seeds 0..N-1 instead of the spec's")
+    p.add_argument("--seeds", type=int, metavar="N",
+                   help="run seeds 0..N-1 instead of the spec's (and its methods')")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=_run)
 
@@ -40,6 +41,9 @@ def _run(args) -> int:
             raw["device"] = args.device
         if args.seeds:
             raw["seeds"] = list(range(args.seeds))
+            for entry in [raw.get("defense"), raw.get("mechanism"), *raw.get("baselines", [])]:
+                if isinstance(entry, dict):
+                    entry.pop("seeds", None)  # --seeds N applies to every method
         spec = parse_spec(raw, args.spec)
     else:
         spec = load_spec(args.spec)

@@ -102,7 +102,8 @@ def method_kind(entry: MethodEntry, location: str, registry) -> str:
 
 
 def expand(spec: Spec, registry) -> list[Cell]:
-    """All cells of a spec: global sweep × each method's own sweep × seeds.
+    """All cells of a spec: global sweep × each method's own sweep × seeds (the method's own
+    ``seeds`` where it gives them, else the spec's).
 
     Raises :class:`SweepError` naming the sweep entry when a point cannot be applied.
     """
@@ -123,7 +124,7 @@ def expand(spec: Spec, registry) -> list[Cell]:
                         set_path(params, path, value)
                     except SweepPathError as exc:
                         raise SweepError(f"{location}.sweep.{path}", str(exc)) from None
-                for seed in rspec.seeds:
+                for seed in entry.seeds or rspec.seeds:
                     cells.append(make_cell(rspec, entry, kind, params, {**gpoint, **mpoint}, seed))
     unique: dict[str, Cell] = {}
     for cell in cells:  # a repeated sweep value gives the same cell: run it once

@@ -31,6 +31,16 @@ class MethodEntry(_Strict):
     kind: Literal["defense", "mechanism"] | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    seeds: list[int] | None = Field(None, min_length=1, description=(
+        "this method's seeds instead of the spec's (e.g. more seeds on the cells a claim needs, "
+        "one on a secondary row); `dpkit run --seeds N` overrides both"))
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int] | None) -> list[int] | None:
+        if seeds is not None and len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds {seeds} repeat a value; list each seed once")
+        return seeds
 
     @field_validator("sweep")
     @classmethod

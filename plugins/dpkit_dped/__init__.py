@@ -1,15 +1,19 @@
 """DPED plug-in: differentially private embedding distillation and its baselines (issue 8).
 
-Registers the defenses ``dped`` (teachers → noisy mean vectors + Confident-GNMax votes → student),
-``dped_pate`` (labels only), ``dped_dpsgd`` (Opacus DP-SGD), ``dped_nonprivate`` and
-``dped_public`` (the public-only floor). See docs/plugins/dped.md.
+Registers the defenses ``dped`` (teachers → noisy mean vectors + Confident-GNMax on their summed
+outputs → student), ``dped_pate`` (teacher outputs only), ``dped_dpsgd`` (DP-SGD),
+``dped_nonprivate``, ``dped_nonprivate_sgd``, ``dped_public`` (the floor of the teacher methods),
+``dped_public_sgd`` (DP-SGD's own floor: its recipe on public data) and ``dped_ensemble`` (the
+teachers' averaged distribution). See docs/plugins/dped.md.
 """
 
 import dpkit
-from dpkit_dped.defenses import DpedDefense, DpedNonPrivate, DpedPate, DpedPublic
-from dpkit_dped.dpsgd import DpedDpsgd, DpedNonPrivateSgd
+from dpkit_dped.defenses import DpedDefense, DpedPate
+from dpkit_dped.dpsgd import DpedDpsgd, DpedNonPrivateSgd, DpedPublicSgd
+from dpkit_dped.references import DpedEnsemble, DpedNonPrivate, DpedPublic
 
-DEFENSES = (DpedDefense, DpedPate, DpedDpsgd, DpedNonPrivate, DpedNonPrivateSgd, DpedPublic)
+DEFENSES = (DpedDefense, DpedPate, DpedDpsgd, DpedNonPrivate, DpedNonPrivateSgd, DpedPublic,
+            DpedPublicSgd, DpedEnsemble)
 
 
 @dpkit.hookimpl
@@ -28,5 +32,5 @@ def dpkit_register_defense_audits(register):
         register(name, adapter)
 
 
-__all__ = ["DEFENSES", "DpedDefense", "DpedDpsgd", "DpedNonPrivate", "DpedNonPrivateSgd", "DpedPate",
-           "DpedPublic"]
+__all__ = ["DEFENSES", "DpedDefense", "DpedDpsgd", "DpedEnsemble", "DpedNonPrivate",
+           "DpedNonPrivateSgd", "DpedPate", "DpedPublic", "DpedPublicSgd"]

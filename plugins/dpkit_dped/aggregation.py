@@ -42,6 +42,22 @@ def teacher_votes(teachers: list[WordModel], queries: torch.Tensor, chunk: int =
     return out
 
 
+def teacher_probability_sum(teachers: list[WordModel], queries: torch.Tensor,
+                            chunk: int = 1024) -> torch.Tensor:
+    """Sum over teachers of each teacher's predicted context distribution (softmax), ``[M, V]``.
+
+    Soft targets: every teacher contributes a point of the probability simplex per query, so one
+    teacher changing moves the sum by at most √2 in L2 and each entry by at most 1 — the same
+    sensitivities as a one-hot vote.
+    """
+    vocab = teachers[0].vectors.shape[0]
+    out = torch.zeros(len(queries), vocab, device=queries.device)
+    for t in teachers:
+        for s in range(0, len(queries), chunk):
+            out[s:s + chunk] += t.context_logits(queries[s:s + chunk]).softmax(dim=-1)
+    return out
+
+
 def vote_histogram(votes: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """Vote counts ``[M, V]`` from teacher votes ``[N, M]``."""
     hist = torch.zeros(votes.shape[1], vocab_size, device=votes.device)
@@ -51,12 +67,14 @@ def vote_histogram(votes: torch.Tensor, vocab_size: int) -> torch.Tensor:
 
 @dataclass
 class Aggregate:
-    """What the aggregator releases per query: answered mask, noisy mean vectors, noisy-argmax labels."""
+    """What the aggregator releases per query: the answered mask, the noisy mean vectors and the
+    noisy summed teacher outputs (``soft``, hard targets keep only their noisy argmax ``labels``)."""
 
     queries: torch.Tensor
     answered: torch.Tensor
     hidden: torch.Tensor | None
     labels: torch.Tensor
+    soft: torch.Tensor | None = None
 
     @property
     def abstain_share(self) -> float:
@@ -64,31 +82,32 @@ class Aggregate:
         return 1.0 - float(self.answered.float().mean())
 
 
-def aggregate(teacher_vectors: torch.Tensor | None, votes: torch.Tensor, vocab_size: int,
-              plan: NoisePlan, *, threshold: float, clip: float, generator: torch.Generator,
-              chunk: int = 512) -> Aggregate:
+def aggregate(teacher_vectors: torch.Tensor | None, summed: torch.Tensor, plan: NoisePlan, *,
+              threshold: float, clip: float, generator: torch.Generator) -> Aggregate:
     """Confident-GNMax (or the faithful noiseless threshold) plus the noisy clipped mean.
 
-    ``teacher_vectors`` is ``[N, M, d]`` (aligned, not yet clipped) or ``None`` for labels-only
-    PATE; ``votes`` is ``[N, M]``. Noise std comes from ``plan``; randomness only from ``generator``.
+    ``summed`` ``[M, V]`` is the teachers' summed outputs: the vote histogram (``plan.target``
+    ``hard``: the release is its noisy argmax) or the sum of their probability vectors (``soft``:
+    the release is the whole noisy sum). The threshold check compares the top entry of ``summed``
+    plus N(0, σ₁²) with ``threshold`` (sensitivity 1 in both cases). ``teacher_vectors`` is
+    ``[N, M, d]`` (aligned, not yet clipped) or ``None`` for labels-only PATE. Noise std comes from
+    ``plan``; randomness only from ``generator``.
     """
-    _, m = votes.shape
-    dev = votes.device
-    answered = torch.empty(m, dtype=torch.bool, device=dev)
-    labels = torch.empty(m, dtype=torch.long, device=dev)
-    for s in range(0, m, chunk):
-        hist = vote_histogram(votes[:, s:s + chunk], vocab_size)
-        top = hist.max(dim=-1).values
-        if plan.sigma_threshold is not None:
-            top = top + plan.sigma_threshold * torch.randn(top.shape, generator=generator, device=dev)
-        answered[s:s + chunk] = top >= threshold
-        noisy = hist + plan.sigma_votes * torch.randn(hist.shape, generator=generator, device=dev)
-        labels[s:s + chunk] = noisy.argmax(dim=-1)
+    dev = summed.device
+    top = summed.max(dim=-1).values
+    if plan.sigma_threshold is not None:
+        top = top + plan.sigma_threshold * torch.randn(top.shape, generator=generator, device=dev)
+    elif not plan.faithful:
+        raise ValueError("the plan has no threshold noise and is not the faithful threshold; "
+                         "refusing to compare the noiseless top count")
+    answered = top >= threshold
+    noisy = summed + plan.sigma_votes * torch.randn(summed.shape, generator=generator, device=dev)
     hidden = None
     if teacher_vectors is not None:
         if plan.sigma_hidden is None:
             raise ValueError("teacher vectors were given but the noise plan has no hidden-layer σ")
         mean = clip_rows(teacher_vectors, clip).mean(dim=0)
         hidden = mean + plan.sigma_hidden * torch.randn(mean.shape, generator=generator, device=dev)
-    queries = torch.arange(m, device=dev)
-    return Aggregate(queries, answered, hidden, labels)
+    queries = torch.arange(len(summed), device=dev)
+    return Aggregate(queries, answered, hidden, noisy.argmax(dim=-1),
+                     noisy if plan.target == "soft" else None)

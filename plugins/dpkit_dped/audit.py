@@ -5,8 +5,11 @@ synthetic corpus; each canary is one document of a (center, context) pair of two
 document uses, scored by the trained model's logit for that pair.
 
 ``dped`` / ``dped_pate``: the defense's own noise plan, ledger spends and :func:`aggregate` on
-synthetic teacher votes (and vectors); each canary is one query whose vote one teacher changes —
-the worst case the accounting covers — scored from the released aggregate.
+synthetic teacher outputs (and vectors); each canary is one query whose output one teacher moves
+from one vertex of the probability simplex to another (a one-hot vote: the worst case of both
+the hard and the soft sensitivity), scored from what the defense releases for its ``target``: the
+noisy argmax label (hard) or the whole noisy sum of teacher outputs (soft), plus the threshold bit
+and the hidden mean.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 
 from dpkit.accounting import Ledger
 from dpkit.audit.canary import CanaryRun
-from dpkit_dped.aggregation import aggregate
+from dpkit_dped.aggregation import aggregate, vote_histogram
 from dpkit_dped.defenses import privacy_settings, record
 from dpkit_dped.dpsgd import train_dpsgd
 
@@ -56,12 +59,13 @@ class DpsgdCanaryAudit:
         vocab = BACKGROUND_TOKENS + 2 * m
         counts = torch.zeros(vocab)
         counts[:BACKGROUND_TOKENS] = 1.0
-        ctx.say(f"{p.steps} DP-SGD steps, q={p.sampling_rate}, z={z:.3f}, {len(docs)} documents")
+        steps = p.step_count()  # the steps z was calibrated for and the ledger charges
+        ctx.say(f"{steps} DP-SGD steps, q={p.sampling_rate}, z={z:.3f}, {len(docs)} documents")
         model = self.train(docs[..., 0].to(ctx.device), docs[..., 1].to(ctx.device),
                            torch.ones(len(docs), pairs, device=ctx.device),
                            (counts / counts.sum()).to(ctx.device), dim=p.dim,
                            negatives=p.negative, noise_multiplier=z, max_grad_norm=p.max_grad_norm,
-                           sampling_rate=p.sampling_rate, steps=p.steps, lr=p.lr, generator=gen)
+                           sampling_rate=p.sampling_rate, steps=steps, lr=p.lr, generator=gen)
         v, u = model.vectors.cpu(), model.out_vectors.cpu()
         scores = (v[canary_center] * u[canary_context]).sum(-1).double().numpy()
         return CanaryRun(scores, ctx.ledger.epsilon(), ctx.ledger.delta_target,
@@ -90,10 +94,14 @@ class AggregationCanaryAudit:
                                                   getattr(p, "clip", 1.0), p.dim, gen)
         aggregator = getattr(self.defense, "aggregate_function", aggregate)
         ctx.say(f"aggregating {m} canary queries over {p.teachers} teachers")
-        agg = aggregator(vectors if run.uses_hidden else None, votes, p.teachers + 2, plan,
-                         threshold=p.threshold_votes, clip=getattr(p, "clip", 1.0), generator=gen)
+        agg = aggregator(vectors if run.uses_hidden else None, vote_histogram(votes, p.teachers + 2),
+                         plan, threshold=p.threshold_votes, clip=getattr(p, "clip", 1.0),
+                         generator=gen)
         scores = threshold_llr(agg.answered, plan, p.threshold_votes)
-        scores += label_llr(agg.labels, votes, plan.sigma_votes, p.teachers + 2, gen)
+        if agg.soft is not None:
+            scores += soft_llr(agg.soft, votes, plan.sigma_votes, p.teachers + 2)
+        else:
+            scores += label_llr(agg.labels, votes, plan.sigma_votes, p.teachers + 2, gen)
         if agg.hidden is not None:
             shift = 2 * getattr(p, "clip", 1.0) / p.teachers
             scores += (agg.hidden * directions).sum(-1).double().numpy() * shift / plan.sigma_hidden ** 2
@@ -122,18 +130,32 @@ def canary_votes(included: np.ndarray, teachers: int, threshold: float, clip: fl
     return votes, vectors, directions
 
 
+def neighbour_histograms(votes: torch.Tensor, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The summed outputs of one canary query with the canary included (teacher 0 on label 0) and
+    excluded (teacher 0 on label 1), ``[V]`` each."""
+    base = votes[:, :1].clone()
+    out = []
+    for label in (0, 1):
+        base[0, 0] = label
+        out.append(vote_histogram(base, vocab_size)[0])
+    return out[0], out[1]
+
+
+def soft_llr(released: torch.Tensor, votes: torch.Tensor, sigma: float, vocab_size: int) -> np.ndarray:
+    """Exact log-likelihood ratio (included vs not) of each released noisy sum ``[m, V]`` under the
+    declared Gaussian noise: ⟨x − (μ_in + μ_out)/2, μ_in − μ_out⟩ / σ²."""
+    inside, outside = neighbour_histograms(votes, vocab_size)
+    centred = released.double() - (inside + outside).double() / 2
+    return (centred @ (inside - outside).double()).numpy() / sigma ** 2
+
+
 def label_llr(labels: torch.Tensor, votes: torch.Tensor, sigma: float, vocab_size: int,
               generator: torch.Generator, draws: int = 20000) -> np.ndarray:
     """Log-likelihood ratio of each released noisy-argmax label (0, 1 or another) under the
     declared vote noise, estimated from ``draws`` simulated histograms of both neighbours;
     entries within two standard errors of 0 are set to 0 (simulation noise is no evidence)."""
-    from dpkit_dped.aggregation import vote_histogram
-
-    base = votes[:, :1].clone()
     freq = {}
-    for side, label in (("in", 0), ("out", 1)):
-        base[0, 0] = label
-        h = vote_histogram(base, vocab_size)
+    for side, h in zip(("in", "out"), neighbour_histograms(votes, vocab_size)):
         noisy = h + sigma * torch.randn(draws, vocab_size, generator=generator)
         top = noisy.argmax(-1).clamp(max=2)  # 0, 1 or "another label"
         freq[side] = (torch.bincount(top, minlength=3).double() + 0.5) / (draws + 1.5)

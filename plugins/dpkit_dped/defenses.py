@@ -4,26 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-import dp_accounting
 import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.accounting import DpGuarantee, NoGuarantee
-from dpkit.protocols import DefenseResult
-from dpkit.training import attach_curves
-from dpkit_dped.aggregation import aggregate, procrustes_align, teacher_votes
-from dpkit_dped.pipeline import (
-    evaluate,
-    nonprivate_model,
-    prepare,
-    public_model,
-    teacher_models,
-)
-from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, plan_noise
+from dpkit.contract.protocols import DefenseResult
+from dpkit.ml.training import attach_curves
+from dpkit_dped.aggregation import Aggregate, aggregate
+from dpkit_dped.pipeline import evaluate, prepare, public_model, teacher_models, teacher_outputs
+from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, noiseless_plan, plan_noise
+from dpkit_dped.skipgram import WordModel
 from dpkit_dped.student import train_student
-
-NONPRIVATE_REASON = "non-private baseline: skip-gram trained on the private corpus without noise"
+from dpkit_dped.targets import hidden_targets, nonnegative, soft_targets
 
 
 class CorpusParams(dpkit.Params):
@@ -72,16 +64,10 @@ def record(ctx, spends) -> None:
         ctx.ledger.spend(guarantee, label=label, count=count)
 
 
-class TeacherParams(CorpusParams):
-    """Teacher ensemble and noisy aggregation settings (DPED and PATE)."""
+class EnsembleParams(CorpusParams):
+    """The teacher ensemble: N skip-grams on disjoint hashed shards of the private corpus."""
 
-    target_epsilon: float = Field(2.0, gt=0)
     teachers: int = Field(20, ge=2)
-    num_queries: int = Field(3000, ge=1)
-    threshold: Literal["noisy", "faithful"] = "noisy"
-    threshold_votes: float = Field(5.0, ge=0)
-    share_threshold: float = Field(0.2, ge=0)
-    share_votes: float = Field(0.2, gt=0)
     teacher_epochs: int | None = Field(None, ge=1, description=(
         "epochs of each teacher (at most, with teacher_patience); None: `epochs`, as the public "
         "and non-private skip-grams"))
@@ -90,6 +76,30 @@ class TeacherParams(CorpusParams):
         "for this many epochs (of at most `epochs`) and keep its best epoch; None trains `epochs`"))
     teacher_holdout_share: float = Field(0.1, gt=0, lt=1, description=(
         "share of each teacher's shard held out to stop on when teacher_patience is set"))
+
+
+class TeacherParams(EnsembleParams):
+    """Teacher ensemble, noisy aggregation and student settings (DPED and PATE)."""
+
+    target_epsilon: float = Field(2.0, gt=0)
+    noiseless: bool = Field(False, description=(
+        "σ = 0 on every release: the pipeline's noiseless reference, recorded as ε = ∞ "
+        "(target_epsilon is then unused)"))
+    num_queries: int = Field(3000, ge=1)
+    target: Literal["soft", "hard"] = Field("soft", description=(
+        "soft: release the noisy sum of the teachers' probability vectors and train Eq. 4 against "
+        "their noisy mean (§3.1: each teacher's output is a distribution); hard: release only "
+        "the noisy argmax label (Alg. 1, line 26, read literally)"))
+    shrinkage: Literal["wiener", "none"] = Field("wiener", description=(
+        "post-processing of the noisy soft targets and hidden means: shrink each toward the "
+        "public model's prediction by a Wiener factor of the known noise std (dpkit_dped.targets); "
+        "none: use the releases as they are"))
+    threshold: Literal["noisy", "faithful"] = "noisy"
+    threshold_votes: float = Field(5.0, ge=0, description=(
+        "r: a query is answered when the top entry of the teachers' summed outputs (votes, or "
+        "probability mass under soft targets) plus N(0, σ₁²) reaches r"))
+    share_threshold: float = Field(0.2, gt=0)
+    share_votes: float = Field(0.2, gt=0)
     student_epochs: int = Field(20, ge=1)
     student_patience: int | None = Field(None, ge=1, description=(
         "stop the student once its loss on held-out released answers has not improved for this "
@@ -108,25 +118,36 @@ class DpedParams(TeacherParams):
     clip: float = Field(1.0, gt=0)
     share_hidden: float = Field(0.6, gt=0)
     hidden_weight: float = Field(1.0, ge=0)
+    output_weight: float = Field(1.0, ge=0, description=(
+        "weight of Eq. 4's output term; 0 trains on the hidden channel alone (a measurement row)"))
+    hidden_target: Literal["public_norm", "released"] = Field("public_norm", description=(
+        "public_norm: the direction of the (shrunk) noisy mean at the public vector's length "
+        "(post-processing: clipping to C shrinks the teachers' vectors); released: the noisy "
+        "mean of clipped vectors as it is (the paper's H̃)"))
 
 
 class DpedDefense(dpkit.Component):
-    """DPED (Feng & Hong): N skip-gram teachers, noisy mean vectors + noisy votes, student on Eq. 3."""
+    """DPED (Feng & Hong): N skip-gram teachers, noisy mean vectors + noisy teacher outputs, student
+    on Eq. 3."""
 
     name = "dped"
     Params = DpedParams
     uses_hidden = True
 
     def noise_plan(self, delta: float, accountant: str) -> NoisePlan:
-        """σ of each release, calibrated to the target ε for ``num_queries`` queries."""
+        """σ of each release, calibrated to the target ε for ``num_queries`` queries (all 0 when
+        ``noiseless``)."""
         p = self.params
         shares = {"threshold": p.share_threshold, "votes": p.share_votes}
         sens = 0.0
         if self.uses_hidden:
             shares["hidden"], sens = p.share_hidden, hidden_sensitivity(p.clip, p.teachers)
+        if p.noiseless:
+            return noiseless_plan(p.num_queries, hidden=self.uses_hidden, hidden_sens=sens,
+                                  target=p.target)
         return plan_noise(target_epsilon=p.target_epsilon, delta=delta, accountant=accountant,
                           queries=p.num_queries, shares=shares,
-                          noisy_threshold=p.threshold == "noisy", hidden_sens=sens)
+                          noisy_threshold=p.threshold == "noisy", hidden_sens=sens, target=p.target)
 
     def planned_spends(self, privacy) -> list:
         """The ledger entries a run will record."""
@@ -143,83 +164,70 @@ class DpedDefense(dpkit.Component):
         record(ctx, plan.spends())
         reference = public_model(ctx, setup, p)
         teachers = teacher_models(ctx, setup, p)
-        queries = torch.arange(p.num_queries, device=ctx.device)
-        ctx.say(f"{self.name}: aggregating {p.num_queries} queries over {len(teachers)} teachers")
-        votes = teacher_votes(teachers, queries)
-        vectors = None
-        if self.uses_hidden:
-            vectors = torch.stack([procrustes_align(t.vectors, reference.vectors)[:p.num_queries]
-                                   for t in teachers])
-        agg = aggregate(vectors, votes, len(setup.vocab), plan, threshold=p.threshold_votes,
+        ctx.say(f"{self.name}: aggregating {p.num_queries} queries over {len(teachers)} teachers "
+                f"({p.target} targets)")
+        summed, vectors = teacher_outputs(ctx, setup, p, soft=p.target == "soft",
+                                          hidden=self.uses_hidden)
+        agg = aggregate(vectors, summed, plan, threshold=p.threshold_votes,
                         clip=getattr(p, "clip", 1.0), generator=ctx.generator("dped-noise"))
         kept = agg.answered.nonzero().squeeze(1)
+        targets, informative_out = self.output_target(agg, kept, plan, reference)
+        hidden, informative_hidden = self.hidden_target(agg, kept, plan, reference)
         student = train_student(
-            kept, None if agg.hidden is None else agg.hidden[kept], agg.labels[kept],
+            kept, hidden, targets, output_rows=informative_out, hidden_rows=informative_hidden,
             vocab_size=len(setup.vocab), dim=p.dim, epochs=p.student_epochs, lr=p.student_lr,
             batch_size=p.student_batch, hidden_weight=getattr(p, "hidden_weight", 0.0),
+            output_weight=getattr(p, "output_weight", 1.0),
             loss_kind=p.output_loss, generator=ctx.generator("dped-student"),
             init=reference if p.student_init == "public" else None,
             validation=tuple(x.to(ctx.device) for x in setup.validation),
             patience=p.student_patience, holdout_share=p.student_holdout_share)
         metrics = evaluate(ctx, setup, student, p)
-        metrics.update(target_epsilon=p.target_epsilon, num_queries=p.num_queries,
-                       abstain_share=agg.abstain_share, sigma_votes=plan.sigma_votes,
-                       sigma_threshold=plan.sigma_threshold or 0.0,
+        metrics.update(num_queries=p.num_queries, abstain_share=agg.abstain_share,
+                       informative_outputs=float(informative_out.sum()),
+                       informative_hidden=float(informative_hidden.sum()),
+                       sigma_votes=plan.sigma_votes, sigma_threshold=plan.sigma_threshold or 0.0,
                        sigma_hidden=plan.sigma_hidden or 0.0)
+        if not p.noiseless:
+            metrics["target_epsilon"] = p.target_epsilon
         return with_curves(metrics, [student, reference, *teachers])
+
+    def output_target(self, agg: Aggregate, kept: torch.Tensor, plan: NoisePlan,
+                      reference: WordModel) -> tuple[torch.Tensor, torch.Tensor]:
+        """Labels (hard) or soft target rows of the answered queries, from the releases alone, and
+        which of them carry information."""
+        p = self.params
+        if p.target == "hard":
+            return agg.labels[kept], torch.ones(len(kept), dtype=torch.bool, device=kept.device)
+        assert agg.soft is not None  # a soft plan releases the noisy sum
+        prior = reference.context_logits(kept).softmax(dim=-1) if p.shrinkage == "wiener" else None
+        target, informative = soft_targets(agg.soft[kept], p.teachers, plan.sigma_votes, prior)
+        return (nonnegative(target) if p.output_loss == "cross_entropy" else target), informative
+
+    def hidden_target(self, agg: Aggregate, kept: torch.Tensor, plan: NoisePlan,
+                      reference: WordModel) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The student's hidden targets of the answered queries (``None`` without a hidden
+        release) and which of them carry information."""
+        if agg.hidden is None:
+            return None, torch.zeros(len(kept), dtype=torch.bool, device=kept.device)
+        p = self.params
+        return hidden_targets(agg.hidden[kept], reference.vectors[kept], clip=p.clip,
+                              noise_std=plan.sigma_hidden or 0.0,
+                              shrink=p.shrinkage == "wiener",
+                              rescale=p.hidden_target == "public_norm")
 
 
 class PateParams(TeacherParams):
-    """PATE: the same teachers and queries, labels only."""
+    """PATE: the same teachers and queries, teacher outputs only."""
 
-    share_threshold: float = Field(0.2, ge=0)
     share_votes: float = Field(0.8, gt=0)
     output_loss: Literal["squared", "cross_entropy"] = "cross_entropy"
 
 
 class DpedPate(DpedDefense):
-    """PATE baseline: the DPED teachers, Confident-GNMax labels only, student on the output loss."""
+    """PATE baseline: the DPED teachers, Confident-GNMax on their outputs only, student on the
+    output loss."""
 
     name = "dped_pate"
     Params = PateParams
     uses_hidden = False
-
-
-class NonPrivateParams(CorpusParams):
-    """Non-private skip-gram (no extra settings)."""
-
-
-class DpedNonPrivate(dpkit.Component):
-    """Non-private baseline: one skip-gram on the whole private corpus; ledger records ε = ∞."""
-
-    name = "dped_nonprivate"
-    Params = NonPrivateParams
-
-    def planned_spends(self, privacy) -> list:
-        """One NoGuarantee entry."""
-        return [(NoGuarantee(NONPRIVATE_REASON), "non-private skip-gram", 1)]
-
-    def run(self, ctx) -> DefenseResult:
-        """Train (or load) the model and evaluate it."""
-        record(ctx, self.planned_spends(None))
-        setup = prepare(ctx, self.params)
-        model = nonprivate_model(ctx, setup, self.params)
-        return with_curves(evaluate(ctx, setup, model, self.params), [model])
-
-
-class DpedPublic(DpedNonPrivate):
-    """Public-only floor: skip-gram on the public corpus alone; touches no private text (ε = 0)."""
-
-    name = "dped_public"
-
-    def planned_spends(self, privacy) -> list:
-        """One no-op entry: nothing private is used, so ε = 0."""
-        return [(DpGuarantee(dp_accounting.NoOpDpEvent()), "public corpus only (no private data)", 1)]
-
-    def run(self, ctx) -> DefenseResult:
-        """Train (or load) the public model and evaluate it."""
-        record(ctx, self.planned_spends(None))
-        setup = prepare(ctx, self.params)
-        model = public_model(ctx, setup, self.params)
-        return with_curves(evaluate(ctx, setup, model, self.params), [model])
-

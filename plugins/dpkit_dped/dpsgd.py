@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+import dp_accounting
 import torch
 from pydantic import Field
 
@@ -26,7 +27,7 @@ from dpkit_dped.sgd import (
     train_dpsgd_documents,
 )
 
-__all__ = ["DpedDpsgd", "DpedNonPrivateSgd", "SkipGramNS", "opacus_clipped_sum",
+__all__ = ["DpedDpsgd", "DpedNonPrivateSgd", "DpedPublicSgd", "SkipGramNS", "opacus_clipped_sum",
            "sparse_clipped_sum", "train_dpsgd", "train_dpsgd_documents"]
 
 
@@ -44,17 +45,26 @@ class SgdParams(CorpusParams):
 
 
 def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm: float,
-                     clipping: str = "sparse"):
-    """(setup, trained model, public start or None): ``p``'s recipe on the private training split."""
+                     clipping: str = "sparse", public: bool = False):
+    """(setup, trained model, public start or None): ``p``'s recipe on the private training split.
+
+    ``public``: the same recipe on the public corpus's documents instead (DP-SGD's own floor), at
+    the sampling rate that gives the private run's expected batch size, so that the noise added
+    to the averaged gradient has the private run's scale.
+    """
     setup = prepare(ctx, p)
-    tokens, lengths = document_tensor(encode(setup.private_texts, setup.vocab), p.max_doc_len)
+    texts, rate = setup.private_texts, p.sampling_rate
+    if public:
+        texts = setup.public_texts
+        rate = min(1.0, p.sampling_rate * len(setup.private_texts) / len(texts))
+    tokens, lengths = document_tensor(encode(texts, setup.vocab), p.max_doc_len)
     counts = torch.tensor(setup.vocab.counts, dtype=torch.float32, device=ctx.device) ** 0.75
     start = public_model(ctx, setup, p) if p.init == "public" else None
     model = train_dpsgd_documents(
         tokens.to(ctx.device), lengths.to(ctx.device), counts / counts.sum(),
         pairs_per_doc=p.pairs_per_doc, window=p.window, dim=p.dim, negatives=p.negative,
         noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
-        sampling_rate=p.sampling_rate, steps=steps, lr=p.lr, generator=ctx.generator("dped-dpsgd"),
+        sampling_rate=rate, steps=steps, lr=p.lr, generator=ctx.generator("dped-dpsgd"),
         clipping=clipping, optimizer=p.optimizer, momentum=p.momentum, init=start,
         validation=tuple(x.to(ctx.device) for x in setup.validation))
     return setup, model, start
@@ -132,4 +142,31 @@ class DpedNonPrivateSgd(dpkit.Component):
         setup, model, start = train_on_private(ctx, p, p.steps, 0.0, math.inf)
         metrics = evaluate(ctx, setup, model, p)
         metrics.update(steps=float(p.steps))
+        return with_curves(metrics, [model] + ([start] if start is not None else []))
+
+
+class DpedPublicSgd(DpedDpsgd):
+    """DP-SGD's own floor: its recipe (start, q, steps, z and clipping of the target ε) on the public
+    corpus. It trains on no private text, so the ledger records ε = 0; only the *number* of private
+    training documents is read, to match the private run's expected batch size (as the DP-SGD
+    row itself treats it: public)."""
+
+    name = "dped_public_sgd"
+
+    def planned_spends(self, privacy) -> list:
+        """One no-op entry: the recipe sees only public documents."""
+        return [(DpGuarantee(dp_accounting.NoOpDpEvent()),
+                 "DP-SGD recipe on the public corpus (no private data)", 1)]
+
+    def run(self, ctx):
+        """The private run's z and steps, trained on public documents, evaluated on private test."""
+        p = self.params
+        record(ctx, self.planned_spends(None))
+        z = self.noise_multiplier(*privacy_settings(ctx))
+        steps = p.step_count()
+        ctx.say(f"dped_public_sgd: {steps} steps on public documents, z={z:.3f}")
+        setup, model, start = train_on_private(ctx, p, steps, z, p.max_grad_norm, p.clipping,
+                                               public=True)
+        metrics = evaluate(ctx, setup, model, p)
+        metrics.update(target_epsilon=p.target_epsilon, noise_multiplier=z, steps=float(steps))
         return with_curves(metrics, [model] + ([start] if start is not None else []))

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpkit.cache import process_cache
+from dpkit.base.cache import process_cache
+from dpkit_dped.aggregation import (
+    procrustes_align,
+    teacher_probability_sum,
+    teacher_votes,
+    vote_histogram,
+)
 from dpkit_dped.corpus import (
     Vocabulary,
     build_vocabulary,
@@ -124,6 +130,17 @@ def nonprivate_model(ctx, setup: Setup, p) -> WordModel:
     return single_model(ctx, setup, p, "nonprivate", setup.private_texts)
 
 
+def teacher_key(ctx, setup: Setup, p) -> str:
+    """The cache key of the teachers of this cell's setup and teacher settings."""
+    patience = getattr(p, "teacher_patience", None)
+    epochs = getattr(p, "teacher_epochs", None) or p.epochs
+    stopping = () if patience is None else ("stop", patience, p.teacher_holdout_share)
+    if epochs != p.epochs:
+        stopping += ("epochs", epochs)
+    return cache_key("teachers", setup.key, p.teachers, *training_settings(p),
+                     ctx.numpy_seed("dped-shards"), *stopping)
+
+
 def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
     """N teachers, each trained on its own disjoint shard of the private corpus.
 
@@ -135,11 +152,7 @@ def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
     shard_seed = ctx.numpy_seed("dped-shards")
     patience = getattr(p, "teacher_patience", None)
     epochs = getattr(p, "teacher_epochs", None) or p.epochs
-    stopping = () if patience is None else ("stop", patience, p.teacher_holdout_share)
-    if epochs != p.epochs:
-        stopping += ("epochs", epochs)
-    key = cache_key("teachers", setup.key, p.teachers, *training_settings(p), shard_seed, *stopping)
-    folder = ctx.artifact_dir("dped", key)
+    folder = ctx.artifact_dir("dped", teacher_key(ctx, setup, p))
 
     def build() -> list[WordModel]:
         shards = partition(setup.private_texts, p.teachers, shard_seed)
@@ -160,6 +173,30 @@ def teacher_models(ctx, setup: Setup, p) -> list[WordModel]:
         return out
 
     return [t.to(ctx.device) for t in cached_models(folder, build)]
+
+
+_OUTPUTS = process_cache("dped.teacher_outputs", "teachers' summed outputs and aligned vectors by "
+                         "(teachers, queries, target)", max_entries=12)
+
+
+def teacher_outputs(ctx, setup: Setup, p, *, soft: bool, hidden: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(summed outputs ``[M, V]``, aligned teacher vectors ``[N, M, d]`` or None) of the first
+    ``num_queries`` words: the same for every ε of a seed, so computed once per process."""
+    key = (teacher_key(ctx, setup, p), p.num_queries, soft, hidden, str(ctx.device))
+
+    def build() -> tuple[torch.Tensor, torch.Tensor | None]:
+        reference, teachers = public_model(ctx, setup, p), teacher_models(ctx, setup, p)
+        queries = torch.arange(p.num_queries, device=ctx.device)
+        summed = (teacher_probability_sum(teachers, queries) if soft
+                  else vote_histogram(teacher_votes(teachers, queries), len(setup.vocab)))
+        vectors = None
+        if hidden:
+            vectors = torch.stack([procrustes_align(t.vectors, reference.vectors)[:p.num_queries]
+                                   for t in teachers])
+        return summed, vectors
+
+    return _OUTPUTS.get_or_build(cache_key(*key), build)
 
 
 _BAGS = process_cache("dped.topic_bags", "bags of words of the labelled corpus by (setup, data)",

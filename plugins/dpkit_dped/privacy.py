@@ -4,14 +4,21 @@ Per query DPED releases up to three Gaussian mechanisms; their noise multipliers
 are one calibrated multiplier z split by budget shares s (1/zᵢ² = sᵢ/z², so Σ 1/zᵢ² = 1/z² and the
 composed per-query event equals one Gaussian of multiplier z under RDP and PLD alike):
 
-- the Confident-GNMax threshold check on the top vote count (sensitivity 1);
-- the GNMax vote histogram (L2 sensitivity √2: one teacher moves its vote from one bin to another);
+- the Confident-GNMax threshold check on the top count of the summed outputs (sensitivity 1: each
+  entry of a one-hot or probability vector lies in [0, 1], so one teacher moves every entry of the
+  sum, and hence its maximum, by at most 1);
+- the teachers' summed outputs: the GNMax vote histogram (hard targets) or the sum of the
+  teachers' probability vectors (soft targets). Both have L2 sensitivity √2: one teacher's one-hot
+  vote or probability vector p moves to p', and for any two points of the probability simplex
+  ‖p − p'‖₂² = ‖p‖² + ‖p'‖² − 2⟨p, p'⟩ ≤ 1 + 1 − 0 (attained by two distinct one-hot vectors);
 - the mean of teacher hidden vectors clipped to norm C (sensitivity 2C/N: one teacher's vector can
   move from c to −c, and the mean divides by N).
 
 Every query is charged for all three releases, answered or not (the number answered depends on the
 private votes; charging the worst case keeps the count data-independent). The paper's noiseless
-threshold (``faithful``) is not DP and is recorded as :class:`dpkit.accounting.NoGuarantee`.
+threshold (``faithful``) is not DP and is recorded as :class:`dpkit.accounting.NoGuarantee`, and
+so is a ``noiseless`` plan (σ = 0 on every release, the reference row of a pipeline check). A plan
+that would drop a noise draw any other way is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_noise
 THRESHOLD_SENSITIVITY = 1.0
 VOTES_SENSITIVITY = math.sqrt(2.0)
 
+NOISELESS_REASON = ("noiseless reference: the teachers' summed outputs, threshold check and hidden "
+                    "means are released without noise (σ = 0)")
 FAITHFUL_REASON = ("DPED's rare-word threshold compares the noiseless top vote count with r: "
                    "whether a query is answered reveals one teacher's vote exactly (paper §3.4)")
 
@@ -35,9 +44,18 @@ def hidden_sensitivity(clip: float, teachers: int) -> float:
     return 2.0 * clip / teachers
 
 
+OUTPUT_LABELS = {"hard": "GNMax vote histogram (Δ₂=√2)",
+                 "soft": "sum of teacher probability vectors (Δ₂=√2)"}
+
+
 @dataclass(frozen=True)
 class NoisePlan:
-    """Noise std of each per-query release; ``None`` means the release is absent (or noiseless)."""
+    """Noise std of each per-query release; ``sigma_hidden`` is ``None`` when there is no hidden
+    release, ``sigma_threshold`` only under the paper's noiseless (``faithful``) threshold.
+
+    ``target`` names what the teachers' summed outputs are (``hard`` votes or ``soft``
+    probability vectors); both have the same sensitivity, hence the same events.
+    """
 
     queries: int
     sigma_threshold: float | None
@@ -45,15 +63,36 @@ class NoisePlan:
     sigma_hidden: float | None = None
     hidden_sens: float = 0.0
     faithful: bool = False
+    noiseless: bool = False
+    target: str = "hard"
+
+    def __post_init__(self):
+        if self.target not in OUTPUT_LABELS:
+            raise ValueError(f"target must be one of {sorted(OUTPUT_LABELS)}, got {self.target!r}")
+        if self.noiseless:
+            return
+        if self.sigma_threshold is None and not self.faithful:
+            raise ValueError("the threshold check has no noise but the plan is neither faithful "
+                             "nor noiseless: the ledger would claim a noisy check; give it a "
+                             "positive budget share or use threshold: faithful (ε = ∞)")
+        drawn = {"votes": self.sigma_votes, "threshold": self.sigma_threshold,
+                 "hidden": self.sigma_hidden}
+        zero = [k for k, v in drawn.items() if v is not None and not v > 0]
+        if zero:
+            raise ValueError(f"σ of {', '.join(zero)} is {[drawn[k] for k in zero]}, not positive: "
+                             "a noiseless release needs noiseless=True (recorded as ε = ∞)")
 
     def per_query_events(self) -> list[tuple[dp_accounting.DpEvent, str]]:
         """The Gaussian events of one query with labels, as noise multipliers σ/Δ."""
+        if self.noiseless:
+            raise ValueError("a noiseless plan has no Gaussian events; its ledger entry is a "
+                             "NoGuarantee (see spends())")
         out = []
         if self.sigma_threshold is not None:
             out.append((dp_accounting.GaussianDpEvent(self.sigma_threshold / THRESHOLD_SENSITIVITY),
                         "threshold check, noisy top count (Δ=1)"))
         out.append((dp_accounting.GaussianDpEvent(self.sigma_votes / VOTES_SENSITIVITY),
-                    "GNMax vote histogram (Δ₂=√2)"))
+                    OUTPUT_LABELS[self.target]))
         if self.sigma_hidden is not None:
             out.append((dp_accounting.GaussianDpEvent(self.sigma_hidden / self.hidden_sens),
                         f"mean of clipped teacher vectors (Δ₂=2C/N={self.hidden_sens:.4g})"))
@@ -61,6 +100,8 @@ class NoisePlan:
 
     def spends(self) -> list[tuple[object, str, int]]:
         """(guarantee, label, count) for the ledger, grouped: count = number of queries."""
+        if self.noiseless:
+            return [(NoGuarantee(NOISELESS_REASON), "noiseless teacher releases (σ = 0)", 1)]
         out = [(DpGuarantee(ev), label, self.queries)
                for ev, label in self.per_query_events()]
         if self.faithful:
@@ -73,17 +114,34 @@ class NoisePlan:
                                               for ev, _ in self.per_query_events()])
 
 
+def noiseless_plan(queries: int, *, hidden: bool, hidden_sens: float = 0.0,
+                   target: str = "hard") -> NoisePlan:
+    """Every σ = 0: the pipeline's noiseless reference, recorded on the ledger as ε = ∞."""
+    return NoisePlan(queries=queries, sigma_threshold=0.0, sigma_votes=0.0,
+                     sigma_hidden=0.0 if hidden else None, hidden_sens=hidden_sens,
+                     noiseless=True, target=target)
+
+
 def plan_noise(*, target_epsilon: float, delta: float, accountant: str, queries: int,
-               shares: dict[str, float], noisy_threshold: bool, hidden_sens: float = 0.0) -> NoisePlan:
+               shares: dict[str, float], noisy_threshold: bool, hidden_sens: float = 0.0,
+               target: str = "hard") -> NoisePlan:
     """Calibrate σ of each release so that ``queries`` queries spend at most (target_epsilon, delta).
 
     ``shares`` maps ``threshold`` / ``votes`` / ``hidden`` to budget shares; components absent from
     the protocol (``hidden`` for PATE, ``threshold`` when faithful) are dropped and the rest
-    renormalized.
+    renormalized. A component present in the protocol with a share ≤ 0 would be released without
+    noise and is refused.
     """
-    active = {k: v for k, v in shares.items() if v > 0 and (k != "threshold" or noisy_threshold)}
-    if "votes" not in active:
-        raise ValueError(f"the vote histogram needs a positive budget share, got shares={shares}")
+    needed = ["votes"] + (["threshold"] if noisy_threshold else []) + (
+        ["hidden"] if "hidden" in shares else [])
+    missing = [k for k in needed if not shares.get(k, 0) > 0]
+    if missing:
+        raise ValueError(f"share_{missing[0]}={shares.get(missing[0], 0)} would release the "
+                         f"{missing[0]} {'check' if missing[0] == 'threshold' else 'values'} "
+                         "without noise while the ledger stays finite; give it a positive share"
+                         + (" (or threshold: faithful, recorded as ε = ∞)"
+                            if missing[0] == "threshold" else ""))
+    active = {k: v for k, v in shares.items() if k in needed}
     total = sum(active.values())
     mult = {k: 1.0 / math.sqrt(v / total) for k, v in active.items()}
 
@@ -93,7 +151,7 @@ def plan_noise(*, target_epsilon: float, delta: float, accountant: str, queries:
             sigma_threshold=z * mult["threshold"] * THRESHOLD_SENSITIVITY if "threshold" in mult else None,
             sigma_votes=z * mult["votes"] * VOTES_SENSITIVITY,
             sigma_hidden=z * mult["hidden"] * hidden_sens if "hidden" in mult else None,
-            hidden_sens=hidden_sens, faithful=not noisy_threshold)
+            hidden_sens=hidden_sens, faithful=not noisy_threshold, target=target)
 
     z = calibrate_noise(lambda z: build(z).total_event(), target_epsilon, delta, accountant)
     return build(z)

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from dpkit.cache import process_cache
-from dpkit.training import EarlyStopping, TrainingCurve
+from dpkit.base.cache import process_cache
+from dpkit.ml.training import EarlyStopping, TrainingCurve
 from dpkit_dped.corpus import Vocabulary
 
 
@@ -160,7 +160,7 @@ def cache_key(*parts: object) -> str:
 
 
 _MEMO = process_cache("dped.word_models", "trained word models by their cache folder",
-                      max_entries=8)
+                      max_entries=16)  # per seed: teachers, public and non-private models
 
 
 def cached_models(folder: Path, build: Callable[[], list[WordModel]]) -> list[WordModel]:

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from dpkit.training import EarlyStopping, TrainingCurve
+from dpkit.ml.training import EarlyStopping, TrainingCurve
 from dpkit_dped.evaluation import perplexity
 from dpkit_dped.skipgram import WordModel
 
@@ -37,60 +37,99 @@ class SkipGramStudent(nn.Module):
                          self.bias.detach().clone())
 
 
-def output_loss(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
-    """Eq. 4 (``squared``: ‖softmax(y_S) − onehot(ŷ)‖², batch mean) or cross-entropy."""
+def output_loss(logits: torch.Tensor, targets: torch.Tensor, kind: str) -> torch.Tensor:
+    """Eq. 4 (``squared``: ‖softmax(y_S) − ŷ‖², batch mean) or cross-entropy against ``targets``.
+
+    ``targets`` is either labels ``[B]`` (hard: ŷ is their one-hot vector) or soft target rows
+    ``[B, V]``; for cross-entropy soft rows must be distributions (see ``targets.nonnegative``).
+    """
+    soft = targets.is_floating_point()
     if kind == "cross_entropy":
-        return nn.functional.cross_entropy(logits, labels)
+        return nn.functional.cross_entropy(logits, targets)
     if kind == "squared":
         probs = logits.softmax(dim=-1)
-        onehot = nn.functional.one_hot(labels, probs.shape[-1]).to(probs.dtype)
-        return ((probs - onehot) ** 2).sum(dim=-1).mean()
+        goal = targets if soft else nn.functional.one_hot(targets, probs.shape[-1]).to(probs.dtype)
+        return ((probs - goal) ** 2).sum(dim=-1).mean()
     raise ValueError(f"output loss must be 'squared' or 'cross_entropy', got {kind!r}")
 
 
-def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, labels: torch.Tensor, *,
+def closed_form_rows(student: SkipGramStudent, ids: torch.Tensor, hidden: torch.Tensor) -> None:
+    """Set the embedding of each word in ``ids`` to the mean of its hidden targets: the exact
+    minimiser of Eq. 3 for a word that has only hidden terms (nothing else touches its row)."""
+    with torch.no_grad():
+        sums = torch.zeros_like(student.embed).index_add_(0, ids, hidden.to(student.embed.dtype))
+        counts = torch.zeros(len(sums), device=sums.device).index_add_(
+            0, ids, torch.ones(len(ids), device=sums.device))
+        rows = counts.nonzero().squeeze(1)
+        student.embed[rows] = sums[rows] / counts[rows].unsqueeze(1)
+
+
+def split_holdout(rows: torch.Tensor, share: float, generator: torch.Generator
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fit, held): ``share`` of ``rows`` held out (at least one, never all)."""
+    order = rows[torch.randperm(len(rows), generator=generator, device=generator.device).to(rows.device)]
+    cut = min(max(1, round(share * len(rows))), len(rows) - 1)
+    return order[cut:], order[:cut]
+
+
+def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch.Tensor, *,
                   vocab_size: int, dim: int, epochs: int, lr: float, batch_size: int,
                   hidden_weight: float, loss_kind: str, generator: torch.Generator,
-                  init: WordModel | None = None,
+                  output_weight: float = 1.0, output_rows: torch.Tensor | None = None,
+                  hidden_rows: torch.Tensor | None = None, init: WordModel | None = None,
                   validation: tuple[torch.Tensor, torch.Tensor] | None = None,
                   patience: int | None = None, holdout_share: float = 0.1) -> WordModel:
     """Minimize Eq. 3 — ‖h_S(x) − H̃(x)‖² + L_out(y_S(x), ŷ(x)) — over the answered queries.
 
-    ``hidden`` is ``None`` for the labels-only (PATE) student. Queries never answered keep their
-    initial vectors: random, or ``init``'s (the public model: input and output layer).
+    ``targets`` are hard labels ``[n]`` or soft target rows ``[n, V]`` (see :func:`output_loss`);
+    ``output_weight`` and ``hidden_weight`` weigh the two terms. ``hidden`` is ``None`` for the
+    labels-only (PATE) student. ``output_rows`` / ``hidden_rows`` (boolean ``[n]``, default all)
+    mark the terms whose target carries information; the others are left out (a target shrunk all
+    the way to the public model's prediction would only move the student by Adam's
+    scale-free steps on rounding-level gradients). Words never answered keep their initial vectors:
+    random, or ``init``'s (the public model: input and output layer).
 
-    With ``patience`` set, ``holdout_share`` of the answered queries is held out of training and
-    the loop stops once their Eq. 3 loss has not improved for ``patience`` epochs, keeping the best
-    epoch's parameters — the start (epoch 0) included, so a student that only gets worse keeps its
-    initial vectors. Those held-out answers are noisy releases already on the ledger, so stopping
-    on them is post-processing; ``validation`` (private documents set aside) is never used to
-    choose anything. The model's curve holds, per epoch, the mean Eq. 3 training loss, the
-    held-out answers' loss as its validation loss (when stopping) and the log perplexity of the
-    ``validation`` (center, context) pairs as a diagnostic: as ``val_metric`` when stopping, else
-    as the validation loss.
+    A word with hidden terms only has the exact minimiser h = its hidden target (the mean of its
+    targets), which is set directly. The output terms are fitted by Adam. With ``patience`` set,
+    ``holdout_share`` of them is held out and the loop stops once the held-out output loss has not
+    improved for ``patience`` epochs, keeping the best epoch — the start (epoch 0) included, so a
+    student that only gets worse keeps its start; a held-out word's hidden term still counts.
+    Held-out answers are noisy releases already on the ledger, so stopping on them is
+    post-processing; ``validation`` (private documents set aside) is never used to choose anything:
+    its log perplexity is the curve's diagnostic (``val_metric`` when stopping, else the
+    validation loss). Fewer than two output terms leave nothing to stop on: with ``patience`` they
+    are not trained, and the curve, all closed form, is marked solved.
     """
     if patience is not None and not 0 < holdout_share < 1:
         raise ValueError(f"holdout_share must lie in (0, 1) to stop early, got {holdout_share}")
+    every = torch.ones(len(ids), dtype=torch.bool, device=ids.device)
+    out_mask = (every if output_rows is None else output_rows.to(ids.device)) & (output_weight > 0)
+    hid_mask = (every if hidden_rows is None else hidden_rows.to(ids.device)) & (hidden is not None)
     student = SkipGramStudent(vocab_size, dim, generator, init)
-    opt = torch.optim.Adam(student.parameters(), lr=lr)
     curve = TrainingCurve("student")
-    fit, held = torch.arange(len(ids), device=ids.device), None
-    if patience is not None:
-        order = torch.randperm(len(ids), generator=generator, device=generator.device).to(ids.device)
-        cut = round(holdout_share * len(ids))
-        fit, held = order[cut:], order[:cut]
-        if len(held) == 0 or len(fit) == 0:
-            raise ValueError(f"early stopping holds out {holdout_share:.0%} of {len(ids)} answered "
-                             "queries, which leaves no queries to train or to validate on; raise "
-                             "num_queries or set student_patience to None")
+    trained = out_mask.nonzero().squeeze(1)
+    fit, held = trained, None
+    if patience is not None and len(trained) >= 2:
+        fit, held = split_holdout(trained, holdout_share, generator)
         curve.val_metric_name = "private_validation_log_perplexity (diagnostic)"
+    elif patience is not None:
+        fit = trained[:0]
+    only_hidden = hid_mask.clone()
+    only_hidden[fit] = False
+    if hidden is not None and bool(only_hidden.any()):
+        closed_form_rows(student, ids[only_hidden], hidden[only_hidden])
 
     def eq3(rows: torch.Tensor) -> torch.Tensor:
         h, logits = student(ids[rows])
-        loss = output_loss(logits, labels[rows], loss_kind)
+        loss = output_weight * output_loss(logits, targets[rows], loss_kind)
         if hidden is not None:
-            loss = loss + hidden_weight * ((h - hidden[rows]) ** 2).sum(dim=-1).mean()
+            squared = ((h - hidden[rows]) ** 2).sum(dim=-1)
+            loss = loss + hidden_weight * (squared * hid_mask[rows]).mean()
         return loss
+
+    def held_output() -> float:
+        with torch.no_grad():
+            return float(output_weight * output_loss(student(ids[held])[1], targets[held], loss_kind))
 
     def diagnostic() -> float:
         if validation is None:
@@ -98,12 +137,16 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, labels: torch.
         with torch.no_grad():
             return math.log(perplexity(student.to_word_model(), *validation))
 
-    stopper = EarlyStopping(patience) if patience is not None else None
-    if stopper is not None and held is not None:
+    stopper = EarlyStopping(patience) if held is not None and patience is not None else None
+    if stopper is not None:
         with torch.no_grad():
-            start = float(eq3(held))
+            start = held_output()
             curve.add(0, float(eq3(fit)), start, diagnostic())
         stopper.update(0, start, student)
+    if len(fit) == 0:  # nothing left to fit by gradient: all closed form
+        curve.add(0, 0.0, diagnostic())
+        curve.solver_converged = True
+    opt = torch.optim.Adam(student.parameters(), lr=lr)
     n = len(fit)
     for epoch in range(epochs if n else 0):
         order = fit[torch.randperm(n, generator=generator, device=generator.device).to(fit.device)]
@@ -117,8 +160,7 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, labels: torch.
         if stopper is None or held is None:
             curve.add(epoch + 1, total / n, diagnostic())
             continue
-        with torch.no_grad():
-            held_loss = float(eq3(held))
+        held_loss = held_output()
         curve.add(epoch + 1, total / n, held_loss, diagnostic())
         if stopper.update(epoch + 1, held_loss, student):
             break

@@ -3,12 +3,15 @@
 ``python -m dpkit_dped.summary runs/dped`` prints, as markdown:
 
 - the headline metric (held-out perplexity on the private corpus's test split, lower is better)
-  per method and target ε, with the public-only floor and the non-private ceiling, every
-  cell's convergence flag and, where the method's training stopped early, how many cells kept
-  their start (``best_step`` 0: the student learned nothing that its stopping data rewarded);
-- per method, the **crossover ε**: the smallest swept ε at which the method beats the public-only
-  floor — its difference to the floor of the same seed below 0 on average, and with two or more
-  seeds the upper end of the paired differences' two-sided 95 % t-interval too;
+  per method and target ε, every cell's convergence flag and, where the method's training stopped
+  early, how many cells kept their start (``best_step`` 0);
+- **what private data bought each method over its own floor**: per ε, the paired difference
+  floor − method over seeds (positive: the private corpus lowered the perplexity) with its
+  two-sided 95 % t-interval. The floor of DP-SGD is its own recipe on public data at the same ε
+  (``DP-SGD recipe, public data``); the floor of the teacher methods is their start, the public
+  model (``public only``). The **crossover ε** is the smallest swept ε whose whole interval lies
+  above 0 (with one seed: whose difference does);
+- the reference rows: the teacher ensemble and each noiseless student with its ratio to it;
 - the paper's comparison (DPED against PATE and DP-SGD at equal ε): the mean paired difference.
 """
 
@@ -24,7 +27,7 @@ from pathlib import Path
 from scipy import stats
 
 HEADLINE = "perplexity"
-FLOOR, CEILING = "public only", "non-private"
+FLOOR, SGD_FLOOR, ENSEMBLE = "public only", "DP-SGD recipe, public data", "teacher ensemble"
 
 
 def load_rows(run_dir: Path) -> list[dict]:
@@ -38,10 +41,9 @@ def load_rows(run_dir: Path) -> list[dict]:
 
 
 def method_label(row: dict) -> str:
-    """The method with its query budget where it has one (``DPED, 300 queries``)."""
-    queries = row["params"].get("num_queries")
-    label = row["method"]
-    return f"{label}, {queries} queries" if queries and "faithful" not in label else label
+    """The method with its query budget where it sweeps one (``DPED, 300 queries``)."""
+    queries = row["point"].get("num_queries") if "point" in row else row["params"].get("num_queries")
+    return f"{row['method']}, {queries} queries" if queries else row["method"]
 
 
 def grouped(rows: list[dict], metric: str = HEADLINE) -> dict[str, dict[float, list[dict]]]:
@@ -54,32 +56,39 @@ def grouped(rows: list[dict], metric: str = HEADLINE) -> dict[str, dict[float, l
     return out
 
 
-def mean_and_upper(values: list[float]) -> tuple[float, float]:
-    """Mean and the upper end of the two-sided 95 % t-interval (the mean itself for one seed)."""
+def floor_label(label: str) -> str:
+    """The floor a private row is measured against: its own recipe on public data."""
+    return SGD_FLOOR if label.split(",")[0] == "DP-SGD" else FLOOR
+
+
+def interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean and two-sided 95 % t-interval (the mean itself for one value)."""
     mean = statistics.fmean(values)
     if len(values) < 2:
-        return mean, mean
+        return mean, mean, mean
     half = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, mean + half
+    return mean, mean - half, mean + half
 
 
-def crossover(cells: dict[float, list[dict]], floor: float | dict[int, float],
-              metric: str = HEADLINE) -> float | None:
-    """Smallest ε whose cells beat the floor (lower metric) with confidence; ``None`` if none does.
+def floor_by_seed(floor_cells: dict[float, list[dict]], metric: str = HEADLINE) -> dict:
+    """(ε, seed) -> the floor's metric; a floor without ε (a reference) is keyed ε = inf."""
+    return {(eps, r["seed"]): r["metrics"][metric] for eps, rows in floor_cells.items() for r in rows}
 
-    Each cell is compared with the floor of its own seed (``floor`` maps seed -> value; a seed
-    without a floor cell, or a plain number, uses the mean floor): the paired differences' mean
-    and, with two or more seeds, the upper end of their 95 % t-interval must be below 0. A
-    student that kept its public start therefore never counts as beating the floor.
-    """
-    if isinstance(floor, dict):
-        by_seed, mean_floor = floor, statistics.fmean(floor.values())
-    else:
-        by_seed, mean_floor = {}, float(floor)
-    for eps in sorted(cells):
-        diffs = [r["metrics"][metric] - by_seed.get(r["seed"], mean_floor) for r in cells[eps]]
-        _, upper = mean_and_upper(diffs)
-        if upper < 0:
+
+def gains(cells: dict[float, list[dict]], floor: dict, metric: str = HEADLINE) -> dict[float, list[float]]:
+    """ε -> floor − method of each seed that has a floor at that ε (or a reference floor)."""
+    out = {}
+    for eps, rows in sorted(cells.items()):
+        pairs = [floor.get((eps, r["seed"]), floor.get((math.inf, r["seed"])))
+                 for r in rows]
+        out[eps] = [f - r["metrics"][metric] for f, r in zip(pairs, rows) if f is not None]
+    return out
+
+
+def crossover(per_eps: dict[float, list[float]]) -> float | None:
+    """Smallest ε whose gains' 95 % interval lies above 0 (one seed: whose gain does)."""
+    for eps, values in sorted(per_eps.items()):
+        if values and interval(values)[1] > 0:
             return eps
     return None
 
@@ -93,50 +102,90 @@ def fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
+def fmt_interval(values: list[float]) -> str:
+    """``mean [low, high]``, or the value alone for one seed."""
+    mean, low, high = interval(values)
+    return fmt(mean) if len(values) < 2 else f"{fmt(mean)} [{fmt(low)}, {fmt(high)}]"
+
+
+def _private(groups: dict) -> list[str]:
+    return sorted(label for label, cells in groups.items() if math.inf not in cells
+                  and label not in (SGD_FLOOR,))
+
+
 def headline_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
-    """Markdown lines: metric per method and ε, crossover, convergence."""
+    """Markdown lines: metric per method and ε (mean over seeds), seeds, convergence."""
     groups = grouped(rows, metric)
-    floor_rows = [r for cells in groups.get(FLOOR, {}).values() for r in cells]
-    if not floor_rows:
+    if FLOOR not in groups:
         raise ValueError(f"no finished {FLOOR!r} cell with {metric!r} in these results; run the "
                          "dped_public baseline (labelled 'public only') to get the floor")
-    floor = {r["seed"]: r["metrics"][metric] for r in floor_rows}
     epsilons = sorted({e for cells in groups.values() for e in cells if math.isfinite(e)})
     columns = " | ".join(f"ε={fmt(e)}" for e in epsilons)
-    lines = [f"| method | {columns} | crossover ε | not converged | kept its start |",
+    lines = [f"| method | {columns} | seeds | not converged | kept its start |",
              "|---" * (len(epsilons) + 4) + "|"]
     for label, cells in sorted(groups.items()):
+        reference = math.inf in cells
         values = []
-        for eps in epsilons if math.inf not in cells else [math.inf]:
+        for eps in [math.inf] if reference else epsilons:
             runs = cells.get(eps, [])
             values.append(fmt(statistics.fmean(r["metrics"][metric] for r in runs)) if runs else "–")
-        if math.inf in cells:
-            values = values * len(epsilons)
+        values = values * len(epsilons) if reference else values
         runs = [r for c in cells.values() for r in c]
         stuck = sum(r["metrics"].get("converged", 1.0) < 1 for r in runs)
         stopped = [r["metrics"]["best_step"] for r in runs if "best_step" in r["metrics"]]
         kept = f"{sum(b == 0 for b in stopped)} of {len(stopped)}" if stopped else "–"
-        cross = "reference" if math.inf in cells else crossover(cells, floor, metric)
-        cross = "none in range" if cross is None else (cross if isinstance(cross, str) else fmt(cross))
-        lines.append(f"| {label} | {' | '.join(values)} | {cross} | {stuck} | {kept} |")
+        seeds = len({r["seed"] for r in runs})
+        lines.append(f"| {label} | {' | '.join(values)} | {seeds} | {stuck} | {kept} |")
+    return lines
+
+
+def gains_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
+    """Markdown lines: floor − method per private method and ε, 95 % interval, crossover ε."""
+    groups = grouped(rows, metric)
+    epsilons = sorted({e for label in _private(groups) for e in groups[label]})
+    lines = [f"| method | floor | {' | '.join(f'ε={fmt(e)}' for e in epsilons)} | crossover ε |",
+             "|---" * (len(epsilons) + 3) + "|"]
+    for label in _private(groups):
+        floor = floor_label(label)
+        if floor not in groups:
+            continue
+        per_eps = gains(groups[label], floor_by_seed(groups[floor], metric), metric)
+        cells = [fmt_interval(per_eps[e]) if per_eps.get(e) else "–" for e in epsilons]
+        cross = crossover(per_eps)
+        lines.append(f"| {label} | {floor} | {' | '.join(cells)} | "
+                     f"{'none in range' if cross is None else fmt(cross)} |")
+    return lines
+
+
+def reference_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
+    """Markdown lines: the ensemble and every noiseless row, with its ratio to the ensemble."""
+    groups = grouped(rows, metric)
+    ensemble = {r["seed"]: r["metrics"][metric] for r in groups.get(ENSEMBLE, {}).get(math.inf, [])}
+    lines = [f"| reference | {metric} | ratio to the {ENSEMBLE} | seeds |", "|---|---|---|---|"]
+    for label, cells in sorted(groups.items()):
+        if math.inf not in cells:
+            continue
+        runs = cells[math.inf]
+        ratios = [r["metrics"][metric] / ensemble[r["seed"]] for r in runs if r["seed"] in ensemble]
+        ratio = fmt_interval(ratios) if ratios else "–"
+        lines.append(f"| {label} | {fmt_interval([r['metrics'][metric] for r in runs])} | {ratio} | "
+                     f"{len(runs)} |")
     return lines
 
 
 def paired_differences(rows: list[dict], a: str, b: str, metric: str = HEADLINE) -> list[str]:
     """Markdown lines: mean of A − B over seeds at each ε both have (negative: A lower)."""
     groups = grouped(rows, metric)
-    lines = [f"| ε | {a} | {b} | mean {a} − {b} | seeds | A lower in every seed |",
-             "|---|---|---|---|---|---|"]
+    lines = [f"| ε | {a} | {b} | {a} − {b} [95 % CI] | seeds |", "|---|---|---|---|---|"]
     for eps in sorted(set(groups.get(a, {})) & set(groups.get(b, {}))):
         by_seed_a = {r["seed"]: r["metrics"][metric] for r in groups[a][eps]}
         by_seed_b = {r["seed"]: r["metrics"][metric] for r in groups[b][eps]}
         seeds = sorted(set(by_seed_a) & set(by_seed_b))
-        diffs = [by_seed_a[s] - by_seed_b[s] for s in seeds]
-        if diffs:
+        if seeds:
             lines.append(f"| {fmt(eps)} | {fmt(statistics.fmean(by_seed_a[s] for s in seeds))} | "
                          f"{fmt(statistics.fmean(by_seed_b[s] for s in seeds))} | "
-                         f"{fmt(statistics.fmean(diffs))} | {len(seeds)} | "
-                         f"{'yes' if all(d < 0 for d in diffs) else 'no'} |")
+                         f"{fmt_interval([by_seed_a[s] - by_seed_b[s] for s in seeds])} | "
+                         f"{len(seeds)} |")
     return lines
 
 
@@ -145,14 +194,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--metric", default=HEADLINE)
-    parser.add_argument("--queries", type=int, default=3000, help="query budget of the comparison")
     args = parser.parse_args()
     rows = load_rows(args.run_dir)
-    print("\n".join(headline_table(rows, args.metric)))
-    for other in (f"PATE, {args.queries} queries", "DP-SGD"):
-        print()
-        print("\n".join(paired_differences(rows, f"DPED, {args.queries} queries", other,
-                                           args.metric)))
+    sections = [("Held-out perplexity (mean over seeds)", headline_table(rows, args.metric)),
+                ("What private data bought: floor − method, 95 % interval over seeds",
+                 gains_table(rows, args.metric)),
+                ("Reference rows", reference_table(rows, args.metric))]
+    for queries in (3000, 300):
+        for other in (f"PATE, {queries} queries", "DP-SGD"):
+            sections.append((f"DPED, {queries} queries − {other}",
+                             paired_differences(rows, f"DPED, {queries} queries", other, args.metric)))
+    for title, lines in sections:
+        print(f"\n{title}\n")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -51,10 +51,12 @@ class NoiselessThresholdPate(DpedPate):
     name = "broken_pate_noiseless_threshold"
 
     @staticmethod
-    def aggregate_function(vectors, votes, vocab_size, plan, **kwargs):
-        """aggregate() with the threshold noise removed from the plan it is given."""
-        return aggregate(vectors, votes, vocab_size,
-                         dataclasses.replace(plan, sigma_threshold=None), **kwargs)
+    def aggregate_function(vectors, summed, plan, **kwargs):
+        """aggregate() with the threshold noise scaled to 10⁻⁹ of the plan it is given (a plan
+        without threshold noise is refused outright)."""
+        return aggregate(vectors, summed,
+                         dataclasses.replace(plan, sigma_threshold=plan.sigma_threshold * 1e-9),
+                         **kwargs)
 
 
 class CleanAlongsideSnD(SnD):

@@ -144,3 +144,44 @@ def test_run_spec_checks_before_any_cell_runs(tmp_path, toy_plugins):
     with pytest.raises(SpecError, match="sweep.data.params.n_docs=-1"):
         run_spec(bad, tmp_path / "out", show_progress=False)
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+METHOD_SEEDS = GOOD + """baselines:
+  - {name: toy_noise, label: once, params: {eta: 3.0}, seeds: [7]}
+  - {name: toy_noise, label: three, params: {eta: 5.0}, seeds: [0, 1, 2]}
+"""
+
+
+def test_a_method_may_run_its_own_seeds(tmp_path, toy_plugins):
+    cells = expand(load_spec(write(tmp_path, METHOD_SEEDS)), toy_plugins)
+    seeds = {}
+    for c in cells:
+        seeds.setdefault(c.method, set()).add(c.seed)
+    assert seeds == {"toy_noise": {0, 1}, "once": {7}, "three": {0, 1, 2}}
+
+
+@pytest.mark.parametrize("bad, fragment", [("seeds: [7]", "seeds: [7, 7]"), ("seeds: [7]", "seeds: []")])
+def test_method_seeds_are_validated(tmp_path, toy_plugins, bad, fragment):
+    with pytest.raises(SpecError) as info:
+        load_spec(write(tmp_path, METHOD_SEEDS.replace(bad, fragment)))
+    assert "baselines.0.seeds" in str(info.value)
+
+
+def test_seeds_flag_overrides_the_methods_seeds(tmp_path, toy_plugins, monkeypatch):
+    from dpkit.cli import run as run_cli
+
+    seen = {}
+
+    def stop(spec, *args, **kwargs):
+        seen["spec"] = spec
+        raise SystemExit(0)
+
+    monkeypatch.setattr("dpkit.runner.run_spec", stop)
+    path = write(tmp_path, METHOD_SEEDS)
+    args = type("Args", (), {"spec": str(path), "out": None, "fresh": False, "executor": "local",
+                             "address": None, "retries": 0, "device": None, "seeds": 2,
+                             "no_progress": True})()
+    with pytest.raises(SystemExit):
+        run_cli._run(args)
+    cells = expand(seen["spec"], toy_plugins)
+    assert {c.seed for c in cells} == {0, 1}

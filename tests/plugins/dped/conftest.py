@@ -65,7 +65,7 @@ class TinyTopics(TinyPublic):
 
 SMALL = {"public_data": "tiny_public", "topic_data": "tiny_topics", "vocab_size": 40,
          "min_count": 1, "dim": 8, "window": 2, "epochs": 2, "workers": 1, "heldout_pairs": 500}
-TEACHER = dict(SMALL, teachers=4, num_queries=24, student_epochs=3, threshold_votes=1.0)
+TEACHER = dict(SMALL, teachers=4, num_queries=24, student_epochs=3, threshold_votes=0.2)
 
 
 @pytest.fixture

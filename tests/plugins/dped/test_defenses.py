@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from dpkit_dped.defenses import DpedNonPrivate, DpedPublic
+from dpkit_dped.references import DpedNonPrivate, DpedPublic
 from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 from opacus.accountants import RDPAccountant
 
@@ -90,6 +90,55 @@ def test_public_init_runs_record_curves_and_the_nonprivate_twin_spends_infinity(
     assert result.metrics["converged"] in (0.0, 1.0) and math.isfinite(result.metrics["val_loss_final"])
     ctx = make_ctx()
     student = DpedDefense(DpedDefense.Params.model_validate(
-        {**TEACHER, "student_init": "public", "target_epsilon": 1e4})).run(ctx)
+        {**TEACHER, "student_init": "public", "noiseless": True, "threshold_votes": 0.0})).run(ctx)
     assert student.training_curves[0]["component"] == "student"
     assert len(student.training_curves[0]["steps"]) == TEACHER["student_epochs"]
+    ctx = make_ctx()  # targets shrunk to the public model's: nothing to fit, the curve says so
+    quiet = DpedDefense(DpedDefense.Params.model_validate(
+        {**TEACHER, "student_init": "public", "target_epsilon": 1.0})).run(ctx)
+    assert quiet.training_curves[0]["steps"] == [0]
+    assert quiet.training_curves[0]["solver_converged"] and quiet.metrics["converged"] == 1.0
+
+
+def test_the_dpsgd_audit_trains_the_steps_it_charges(monkeypatch):
+    """Under steps_by_epsilon, steps and step_count() differ: the audit must train and charge the
+    same number."""
+    import dpkit_dped.audit as audit
+
+    from dpkit.audit import audit_defense
+
+    trained, charged = [], []
+    real_train, real_record = audit.train_dpsgd, audit.record
+    monkeypatch.setattr(audit, "train_dpsgd",
+                        lambda *a, **k: trained.append(k["steps"]) or real_train(*a, **k))
+    monkeypatch.setattr(audit, "record",
+                        lambda ctx, spends: charged.extend(n for _, _, n in spends)
+                        or real_record(ctx, spends))
+    params = {"target_epsilon": 2.0, "steps": 40, "steps_by_epsilon": {2.0: 7},
+              "sampling_rate": 0.05, "dim": 4, "pairs_per_doc": 2}
+    audit_defense("dped_dpsgd", params, canaries=20, seed=0)
+    assert trained == charged == [7]
+
+
+def test_dpsgd_floor_trains_on_public_documents_and_spends_nothing(make_ctx, monkeypatch):
+    import dpkit_dped.dpsgd as dpsgd
+    from dpkit_dped.pipeline import prepare
+
+    seen = []
+    real = dpsgd.train_dpsgd_documents
+    monkeypatch.setattr(dpsgd, "train_dpsgd_documents",
+                        lambda tokens, *a, **k: seen.append((len(tokens), k["sampling_rate"],
+                                                             k["noise_multiplier"]))
+                        or real(tokens, *a, **k))
+    params = {**SMALL, "init": "public", "target_epsilon": 4.0, "steps_by_epsilon": {4.0: 6},
+              "sampling_rate": 0.1, "pairs_per_doc": 4}
+    ctx = make_ctx()
+    metrics = dpsgd.DpedPublicSgd(dpsgd.DpedPublicSgd.Params.model_validate(params)).run(ctx).metrics
+    assert ctx.ledger.epsilon() == 0.0 and metrics["steps"] == 6
+    private = make_ctx()
+    DpedDpsgd(DpedDpsgd.Params.model_validate(params)).run(private)
+    setup = prepare(private, DpedDpsgd.Params.model_validate(params))
+    (n_floor, q_floor, z_floor), (n_private, q_private, z_private) = seen
+    assert n_floor == len(setup.public_texts) and n_private == len(setup.private_texts)
+    assert z_floor == z_private  # the private run's noise multiplier, on public documents
+    assert q_floor * n_floor == pytest.approx(q_private * n_private)  # same expected batch

@@ -101,3 +101,47 @@ def test_faithful_threshold_is_recorded_as_infinite_epsilon(make_ctx):
     noisy = make_ctx()
     DpedDefense(DpedDefense.Params.model_validate(TEACHER)).run(noisy)
     assert noisy.ledger.epsilon() <= TEACHER.get("target_epsilon", 2.0)
+
+
+def test_a_zero_threshold_share_is_refused_not_silently_noiseless():
+    """share_threshold: 0 once made the threshold check noiseless while the ledger stayed finite."""
+    from pydantic import ValidationError
+
+    from dpkit_dped.privacy import NoisePlan
+
+    for cls in (DpedDefense, DpedPate):
+        with pytest.raises(ValidationError, match="share_threshold"):
+            cls.Params.model_validate({**TEACHER, "share_threshold": 0})
+    with pytest.raises(ValueError, match="share_threshold=0.0 would release the threshold check"):
+        plan_noise(target_epsilon=1.0, delta=1e-5, accountant="rdp", queries=10,
+                   shares={"threshold": 0.0, "votes": 1.0}, noisy_threshold=True)
+    with pytest.raises(ValueError, match="share_hidden"):
+        plan_noise(target_epsilon=1.0, delta=1e-5, accountant="rdp", queries=10,
+                   shares={"threshold": 0.2, "votes": 1.0, "hidden": 0.0}, noisy_threshold=True,
+                   hidden_sens=0.1)
+    with pytest.raises(ValueError, match="neither faithful nor noiseless"):
+        NoisePlan(queries=10, sigma_threshold=None, sigma_votes=1.0)
+    with pytest.raises(ValueError, match="not positive"):
+        NoisePlan(queries=10, sigma_threshold=1.0, sigma_votes=0.0)
+
+
+def test_aggregate_refuses_a_plan_without_threshold_noise():
+    from dpkit_dped.aggregation import aggregate
+    from dpkit_dped.privacy import NoisePlan
+
+    plan = NoisePlan(queries=3, sigma_threshold=1.0, sigma_votes=1.0)
+    object.__setattr__(plan, "sigma_threshold", None)  # a plan altered after its checks
+    with pytest.raises(ValueError, match="noiseless top count"):
+        aggregate(None, torch.zeros(3, 5), plan, threshold=1.0, clip=1.0,
+                  generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("cls", [DpedDefense, DpedPate])
+def test_a_noiseless_run_is_recorded_as_infinite_epsilon(cls, make_ctx):
+    ctx = make_ctx()
+    params = cls.Params.model_validate({**TEACHER, "noiseless": True, "target_epsilon": 1.0})
+    metrics = cls(params).run(ctx).metrics
+    assert math.isinf(ctx.ledger.epsilon())
+    assert [type(s.guarantee) for s in ctx.ledger.spends] == [NoGuarantee]
+    assert metrics["sigma_votes"] == 0.0 and metrics["sigma_threshold"] == 0.0
+    assert "target_epsilon" not in metrics  # a noiseless row never reports a finite ε

@@ -8,7 +8,7 @@ import torch
 from dpkit_dped.corpus import build_vocabulary, encode, sentences, skipgram_pairs
 from dpkit_dped.defenses import DpedDefense
 from dpkit_dped.skipgram import WordModel, train_gensim
-from dpkit_dped.student import train_student
+from dpkit_dped.student import split_holdout, train_student
 from pydantic import ValidationError
 
 
@@ -24,9 +24,10 @@ def answers(seed: int = 0, n: int = 40):
     return ids, torch.randn(n, D, generator=g), torch.randint(0, V, (n,), generator=g)
 
 
-def student(validation, *, labels=None, init=None, patience=2, lr=0.05):
+def student(validation, *, labels=None, init=None, patience=2, lr=0.05, with_hidden=True):
     ids, hidden, drawn = answers()
-    return train_student(ids, hidden, drawn if labels is None else labels, vocab_size=V, dim=D,
+    return train_student(ids, hidden if with_hidden else None, drawn if labels is None else labels,
+                         vocab_size=V, dim=D,
                          epochs=30, lr=lr, batch_size=8, hidden_weight=1.0, loss_kind="squared",
                          generator=torch.Generator().manual_seed(1), init=init,
                          validation=validation, patience=patience, holdout_share=0.25)
@@ -48,13 +49,15 @@ def test_a_student_that_only_gets_worse_keeps_its_start():
     out = torch.zeros(V, D)
     out[:D] = torch.eye(D) * 5  # word i (< D) predicts context i with a wide margin
     start = WordModel(vectors, out, torch.zeros(V))
-    # labels the start already predicts for the held-out rows, contradicted on the trained ones
+    # the student's own split (same generator): held-out labels are what the start predicts,
+    # the trained ones contradict it
+    fit, held = split_holdout(torch.arange(len(ids)), 0.25, torch.Generator().manual_seed(1))
     labels = torch.where(ids < D, ids, torch.zeros_like(ids))
-    flipped = labels.clone()
-    flipped[torch.arange(len(ids)) % 4 != 0] = (labels[torch.arange(len(ids)) % 4 != 0] + 1) % D
-    model = student(None, labels=flipped, init=start, lr=0.5)
-    held = model.curve.val_loss
-    assert model.curve.best_step == 0 and held[0] < min(held[1:]) and model.curve.stopped_early
+    labels[fit] = (labels[fit] + 1) % D
+    model = student(None, labels=labels, init=start, lr=0.5, with_hidden=False)
+    held_loss = model.curve.val_loss
+    assert model.curve.best_step == 0 and held_loss[0] < min(held_loss[1:])
+    assert model.curve.stopped_early
     assert torch.equal(model.vectors, vectors) and torch.equal(model.out_vectors, out)
 
 
@@ -94,3 +97,21 @@ def test_stopping_teachers_still_change_one_teacher_per_document(make_ctx):
     same, teachers = teachers_changed_by_one_document(make_ctx, p, n_train=160)
     assert same.count(False) == 1, same
     assert all(t.curve.best_step is not None for t in teachers)
+
+
+def test_uninformative_terms_train_nothing_and_hidden_only_words_take_their_target():
+    g = torch.Generator().manual_seed(3)
+    start = WordModel(torch.randn(V, D, generator=g), torch.randn(V, D, generator=g), torch.zeros(V))
+    ids = torch.tensor([0, 1, 2, 2])
+    hidden = torch.randn(4, D, generator=g)
+    model = train_student(ids, hidden, torch.zeros(4, dtype=torch.long), vocab_size=V, dim=D,
+                          epochs=5, lr=0.1, batch_size=2, hidden_weight=1.0, loss_kind="squared",
+                          generator=g, init=start, patience=2,
+                          output_rows=torch.zeros(4, dtype=torch.bool),
+                          hidden_rows=torch.tensor([True, False, True, True]))
+    torch.testing.assert_close(model.vectors[0], hidden[0])
+    torch.testing.assert_close(model.vectors[2], hidden[2:].mean(0))  # the minimiser of both terms
+    untouched = [i for i in range(V) if i not in (0, 2)]
+    assert torch.equal(model.vectors[untouched], start.vectors[untouched])
+    assert torch.equal(model.out_vectors, start.out_vectors)
+    assert model.curve.solver_converged and model.curve.steps == [0]

@@ -1,0 +1,43 @@
+"""The canary audit scores the channel the defense releases: the soft sum of teacher outputs by
+default, the noisy argmax label under ``target: hard``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from dpkit_dped.aggregation import aggregate
+from dpkit_dped.audit import AggregationCanaryAudit
+from dpkit_dped.defenses import DpedPate
+
+from dpkit.audit import Verdict, audit_defense
+from dpkit.audit.canary import register_defense_audit
+
+
+class QuietVotesPate(DpedPate):
+    """Accounts the planned noise on the teachers' summed outputs but draws a tenth of it."""
+
+    name = "test_broken_pate_quiet_outputs"
+
+    @staticmethod
+    def aggregate_function(vectors, summed, plan, **kwargs):
+        """aggregate() with the output noise cut to 0.1× the plan's."""
+        return aggregate(vectors, summed, dataclasses.replace(plan, sigma_votes=plan.sigma_votes * 0.1),
+                         **kwargs)
+
+
+register_defense_audit(QuietVotesPate.name, AggregationCanaryAudit)
+
+
+def test_the_audit_catches_quiet_noise_on_the_soft_release():
+    """At ε = 20 (0.57 per canary) the exact likelihood ratio of the released sum finds a tenth of
+    the noise; at ε = 2 the per-canary claim (0.07) is beyond what 500 canaries reach."""
+    report = audit_defense(QuietVotesPate, {"target_epsilon": 20.0}, canaries=500, seed=0)
+    assert report.verdict is Verdict.FAIL
+
+
+@pytest.mark.parametrize("target", ["soft", "hard"])
+def test_the_correct_defense_passes_for_either_target(target):
+    report = audit_defense("dped_pate", {"target_epsilon": 20.0, "target": target}, canaries=500,
+                           seed=0)
+    assert report.verdict is not Verdict.FAIL
