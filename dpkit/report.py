@@ -182,7 +182,9 @@ def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
     write_summary_csv(rows, out / "results.csv")
     write_cells_csv(rows, out / "cells.csv")
     write_ledger(rows, out / "ledger.json")
-    (out / "spec.json").write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n",
+    from dpkit.jsonutil import json_safe  # η = ∞ in params stays "inf", not null
+
+    (out / "spec.json").write_text(json.dumps(json_safe(spec.model_dump()), indent=2) + "\n",
                                    encoding="utf-8")
     verdicts = evaluate_all(spec, rows)
     if verdicts:

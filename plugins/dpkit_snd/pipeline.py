@@ -50,8 +50,9 @@ class Split:
         return torch.cat([mask.sum(1) for _, mask in self.batches])
 
 
-def load_split(ctx, client: SplitClient, split: str, limit: int, batch_size: int) -> Split:
-    """A seeded subsample of ``ctx.dataset[split]`` (≤ ``limit`` texts), tokenized."""
+def load_split(ctx, client: SplitClient, split: str, limit: int | None,
+               batch_size: int) -> Split:
+    """A seeded subsample of ``ctx.dataset[split]`` (≤ ``limit`` texts; None: all), tokenized."""
     data = ctx.dataset[split]
     if data.labels is None:
         raise ValueError(f"dataset {ctx.dataset.name!r} split {split!r} has no labels; SnD's "

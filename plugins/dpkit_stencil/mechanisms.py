@@ -14,6 +14,7 @@ from dpkit.noise import sample_laplace_noise
 from dpkit.search import VocabIndex
 from dpkit.space import stop_word_mask
 
+from dpkit_baselines.laplace import NOISE_STREAM
 from dpkit_stencil.window import max_contribution, window_mix
 
 
@@ -115,6 +116,7 @@ class DxStencil(Stencil):
     name: ClassVar[str] = "dx_stencil"
     label: ClassVar[str] = "dχ-STENCIL"
     noisy: ClassVar[bool] = True
+    noise_stream: ClassVar[str] = NOISE_STREAM  # the same draws as NOISE's (privatize_text)
 
     Params = DxStencilParams
 
