@@ -30,7 +30,7 @@ RESULTS = Path(__file__).parent / "results" / "audit.json"
 def run(samples: int, seed: int, names: list[str]) -> list[dict]:
     """Audit each mechanism in ``names`` and collect timings and verdicts."""
     from dpkit.audit import audit
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     registry = get_registry()
     rows = []
@@ -55,7 +55,7 @@ def run(samples: int, seed: int, names: list[str]) -> list[dict]:
 def false_alarms(seeds: int, samples: int, names: list[str]) -> dict[str, dict[str, int]]:
     """Verdict counts of each (correct) built-in over ``seeds`` seeds: FAILs are false alarms."""
     from dpkit.audit import audit
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     registry = get_registry()
     out = {}

@@ -35,7 +35,7 @@ import torch
 
 def spec_cell(label: str, overrides: dict):
     """The spec's cell of method ``label`` at η = 60, seed 0, with ``overrides`` in params."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
     from dpkit.spec import load_spec
     from dpkit.spec.cells import expand
 
@@ -57,7 +57,7 @@ def timed_cell(cell) -> tuple[dict, float, float]:
 def main() -> None:
     """Time the five cells; print and save the numbers."""
     from bench.obfuslm_finetune import cpu_has_bf16
-    from dpkit.cache import caches
+    from dpkit.base.cache import caches
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=4)

@@ -25,7 +25,7 @@ def load_table(path: str | None) -> torch.Tensor:
         tensors = load_file(path)
         key = next(k for k in tensors if k.endswith("word_embeddings.weight"))
         return tensors[key].float()
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     model = get_registry().build("model", "minilm", {}).load(torch.device("cpu"))
     return model.embedding_table.float().clone()

@@ -50,7 +50,7 @@ def step_seconds(classifier, fused: bool, steps: int, ids, mask, labels) -> floa
 
 def main() -> None:
     """Time the three set-ups on the real MiniLM; print and save the numbers."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
     from dpkit_obfuslm.classify import EncoderClassifier
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

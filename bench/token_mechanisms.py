@@ -3,7 +3,7 @@
 Run: ``python -m bench.token_mechanisms [--tokens 5000] [--mldp-words 60] [--memory-tokens 100000]``.
 
 For GloVe 6B (400,000×50) and GloVe 840B filtered (33,860×300) it times ``laplace_dx`` noise plus
-:class:`dpkit.search.VocabIndex` decoding of random in-vocabulary tokens, and in the same run a plain
+:class:`dpkit.text.search.VocabIndex` decoding of random in-vocabulary tokens, and in the same run a plain
 ``(X @ E.T).argmin(1)`` of the same shape (target: ≥ 50 % of its throughput). It then runs the peer
 ``mldp-text`` (``MultivariateCalibrated``, the same multivariate Laplace + nearest word) in its own
 venv ``bench/.venv-mldp`` (numpy<2, scipy<1.13; built on first use) at the same ε (target: ≥ 10×
@@ -80,14 +80,14 @@ def mldp_words_per_second(eps: float, n_words: int) -> dict:
 
 def load_space(name: str):
     """A registered embedding space on the CPU."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     return get_registry().build("model", name, {}).load(torch.device("cpu"))
 
 
 def ours(space, ids: torch.Tensor, eta: float) -> float:
     """Seconds for laplace_dx noise + nearest-token decoding of ``ids``."""
-    from dpkit.search import VocabIndex
+    from dpkit.text.search import VocabIndex
     from dpkit_baselines import LaplaceDx
 
     mechanism = LaplaceDx(LaplaceDx.Params(eta=eta))

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from dpkit.base.errors import DpkitError
+from dpkit.base.jsonutil import restore_floats
 from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
@@ -40,7 +41,8 @@ def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dic
     if spec_path:
         spec = load_spec(spec_path)
     elif (folder / "spec.json").is_file():
-        spec = Spec.model_validate(json.loads((folder / "spec.json").read_text(encoding="utf-8")))
+        spec = Spec.model_validate(restore_floats(json.loads(
+            (folder / "spec.json").read_text(encoding="utf-8"))))
     else:
         raise DpkitError(f"{folder}: no spec.json (written by runs since claims were added); "
                          "pass the spec with --spec SPEC.yaml")

@@ -20,9 +20,20 @@ def check_claims(spec, cells) -> None:
                 if not claim.over and any(r["point"] for r in rows):
                     raise ClaimError("over", "at: equal needs `over:` (the sweep key to compare "
                                      "at) or report.x in the spec")
-                equal_layout(claim, rows)
+                compared = [at for at, _, _ in equal_layout(claim, rows)]
+                if isinstance(claim.paper_effect, dict):
+                    stray = sorted(set(claim.paper_effect) - set(compared))
+                    if stray:
+                        raise ClaimError("paper_effect", f"paper_effect names {claim.over} = "
+                                         f"{', '.join(_shown(v) for v in stray)}, which the claim "
+                                         f"does not compare (it compares "
+                                         f"{', '.join(_shown(v) for v in compared)})")
             else:
                 select(rows, claim, claim.method, "method")
                 select(rows, claim, claim.versus, "versus")
         except ClaimError as exc:
             raise SpecError(spec.path, f"claims.{i}.{exc.field}", str(exc)) from None
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,6 +31,12 @@ class Claim(BaseModel):
                                                   "or of `privacy` (matched), or all")
     where: dict[str, Scalar] = Field(default_factory=dict, description="fix other swept values "
                                      "(rows without the key are kept)")
+    paper_effect: float | dict[float, float] | None = Field(
+        None, description="the paired difference the paper reports, in the "
+        "units of the tested difference (A − B; A − (1 ± m)·B with a relative margin): one "
+        "number, or one per compared sweep value (at: equal)")
+    paper_source: str | None = Field(None, min_length=1, description="where in the paper "
+                                     "paper_effect comes from (table, setting, numbers)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Claim:
@@ -55,7 +62,45 @@ class Claim(BaseModel):
         if self.relative and self.direction == "greater" and self.margin <= -1:
             raise ValueError(f"a relative margin with direction greater must exceed -1, got "
                              f"{self.margin}")
+        self._check_paper_effect()
         return self
+
+    def _check_paper_effect(self) -> None:
+        if (self.paper_effect is None) != (self.paper_source is None):
+            raise ValueError("paper_effect and paper_source go together: give the effect the "
+                             "paper reports and where (e.g. 'Table 5, DistilBERT, η = 100')")
+        if isinstance(self.paper_effect, dict):
+            if self.at == "matched":
+                raise ValueError("with at: matched the compared points are computed from the "
+                                 "data; give paper_effect as one number")
+            if not self.paper_effect:
+                raise ValueError("paper_effect is an empty mapping; give one number or one per "
+                                 "sweep value")
+        for value in self.paper_effects():
+            if not math.isfinite(value):
+                raise ValueError(f"paper_effect must be finite, got {value}")
+            beyond = value > self.threshold() if self.direction == "greater" else \
+                value < self.threshold()
+            if not beyond:
+                op = ">" if self.direction == "greater" else "<"
+                raise ValueError(f"paper_effect {value:g} does not support the claim: with "
+                                 f"direction {self.direction} the paper's difference must be "
+                                 f"{op} {self.threshold():g} (the threshold); state the claim "
+                                 "the paper makes")
+
+    def paper_effects(self) -> list[float]:
+        """Every effect value given (empty without ``paper_effect``)."""
+        if self.paper_effect is None:
+            return []
+        if isinstance(self.paper_effect, dict):
+            return list(self.paper_effect.values())
+        return [float(self.paper_effect)]
+
+    def paper_effect_at(self, point) -> float | None:
+        """The paper's effect at a compared point (None where the paper gives none)."""
+        if isinstance(self.paper_effect, dict):
+            return self.paper_effect.get(point) if isinstance(point, float) else None
+        return None if self.paper_effect is None else float(self.paper_effect)
 
     def title(self) -> str:
         """The claim in words, e.g. ``SnD accuracy > TokEmbPriv + 0.02 at equal eta``."""

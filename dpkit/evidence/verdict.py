@@ -15,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dpkit.evidence import power
 from dpkit.evidence.claims import Claim
 from dpkit.evidence.pairing import ClaimError, equal_pairs, matched_pairs
 from dpkit.evidence.stats import ALPHA, LEVEL, Summary, holm, one_sided_p, summarize
@@ -35,6 +36,9 @@ class PointResult:
     p_holm: float = math.nan
     p_against: float = math.nan
     p_against_holm: float = math.nan
+    detectable: float = math.nan  # the difference this run detects at power.POWER
+    paper_effect: float = math.nan
+    seeds_for_paper: int | None = None
 
 
 @dataclass
@@ -46,6 +50,12 @@ class ClaimResult:
     reason: str
     spec: dict
     points: list[PointResult] = field(default_factory=list)
+    power_note: str = ""  # "this run detects ≥ X; the paper's effect Y needs ≈ N seeds"
+
+    @property
+    def headline(self) -> str:
+        """``verdict — power note``, e.g. ``undecided — this run detects ≥ +0.2; …``."""
+        return f"{self.verdict} — {self.power_note}" if self.power_note else self.verdict
 
     def to_dict(self) -> dict:
         """JSON-ready mapping (claims.json)."""
@@ -64,8 +74,13 @@ def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> Cla
     claim = resolve(claim, report_x)
 
     def result(verdict: str, reason: str, points: list[PointResult] | None = None) -> ClaimResult:
+        points = points or []
+        power.annotate(claim, points, ALPHA)
+        label = (lambda v: f"{claim.privacy}={_at(v)}") if claim.at == "matched" else \
+            (lambda v: f"{claim.over}={_at(v)}")
         return ClaimResult(claim=claim.title(), verdict=verdict, reason=reason,
-                           spec=claim.model_dump(mode="json"), points=points or [])
+                           spec=claim.model_dump(mode="json"), points=points,
+                           power_note=power.note(claim, points, label) if points else "")
 
     layout: list[tuple[object, list[tuple[int, float, float]]]]
     try:
@@ -146,9 +161,11 @@ def format_verdicts(results: list[ClaimResult]) -> str:
     """The verdict lines printed after the results table."""
     if not results:
         return ""
-    lines = ["claims (paired seeds, 95 % Student-t intervals, Holm across points):"]
+    lines = ["claims (paired seeds, 95 % Student-t intervals, Holm across points; detectable "
+             f"effects at {power.POWER * 100:g} % power, one-sided t at {ALPHA:g}/points):"]
     for i, r in enumerate(results, 1):
         lines.append(f"  [{i}] {MARKS[r.verdict]} {r.verdict.upper()}: {r.claim}")
+        lines.append(f"      {r.headline}")
         lines.append(f"      {r.reason}")
         for p in r.points:
             d = p.diff
@@ -156,8 +173,19 @@ def format_verdicts(results: list[ClaimResult]) -> str:
                   else "[n/a]")
             ps = f", p={p.p_holm:.3g} (Holm)" if math.isfinite(p.p_holm) else ""
             lines.append(f"      at {_at(p.at)}: A={p.a_mean:.4g} B={p.b_mean:.4g} "
-                         f"diff={d['mean']:+.4g} {ci}{ps}")
+                         f"diff={d['mean']:+.4g} {ci}{ps}{_power_part(p, r.spec['direction'])}")
     return "\n".join(lines)
+
+
+def _power_part(p: PointResult, direction: str) -> str:
+    if not math.isfinite(p.detectable):
+        return ""
+    op = "≥" if direction == "greater" else "≤"
+    text = f"; detects {op} {p.detectable:+.3g}"
+    if math.isfinite(p.paper_effect):
+        seeds = "> " + f"{power.MAX_SEEDS:,}" if p.seeds_for_paper is None else p.seeds_for_paper
+        text += f"; paper {p.paper_effect:+.3g} needs ≈ {seeds} seeds"
+    return text
 
 
 def write_claims(results: list[ClaimResult], path: Path) -> None:
@@ -165,6 +193,8 @@ def write_claims(results: list[ClaimResult], path: Path) -> None:
     from dpkit.base.jsonutil import json_safe
 
     doc = {"level": LEVEL, "one_sided_alpha": ALPHA, "correction": "holm",
-           "interval": "student-t",
+           "interval": "student-t", "power": power.POWER,
+           "detectable": "one-sided paired t at one_sided_alpha / points, noncentral t, observed "
+                         "sd of the paired differences",
            "claims": [r.to_dict() for r in results]}
     path.write_text(json.dumps(json_safe(doc), indent=2, default=str) + "\n", encoding="utf-8")

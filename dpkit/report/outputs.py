@@ -187,7 +187,9 @@ def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
     write_cells_csv(rows, out / "cells.csv")
     total = rows_privacy(spec, rows)
     write_ledger(rows, out / "ledger.json", total)
-    (out / "spec.json").write_text(json.dumps(spec.model_dump(mode="json"), indent=2) + "\n",
+    from dpkit.base.jsonutil import json_safe  # η = ∞ in params stays "inf", not null
+
+    (out / "spec.json").write_text(json.dumps(json_safe(spec.model_dump()), indent=2) + "\n",
                                    encoding="utf-8")
     verdicts = evaluate_all(spec, rows)
     if verdicts:

@@ -122,8 +122,12 @@ def _mark_claims(ax, verdicts: list, xm: str, ym: str) -> None:
 def _footer(verdicts: list) -> list[tuple[str, str]]:
     from dpkit.evidence.verdict import MARKS
 
-    return [(f"{MARKS[r.verdict]}{i} {r.verdict}: {r.claim}"[:160], COLOURS[r.verdict])
-            for i, r in enumerate(verdicts, 1)]
+    lines = []
+    for i, r in enumerate(verdicts, 1):
+        lines.append((f"{MARKS[r.verdict]}{i} {r.verdict}: {r.claim}"[:160], COLOURS[r.verdict]))
+        if r.power_note:  # what the run could detect, and what the paper's effect needs
+            lines.append((f"     {r.power_note}"[:200], COLOURS[r.verdict]))
+    return lines
 
 
 def _value(row: dict, name: str | None, sweep_axis: bool = False) -> float | None:

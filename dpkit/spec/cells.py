@@ -107,7 +107,7 @@ def expand(spec: Spec, registry) -> list[Cell]:
 
     Raises :class:`SweepError` naming the sweep entry when a point cannot be applied.
     """
-    base = spec.model_dump(mode="json", exclude={"path"})
+    base = spec.model_dump(exclude={"path"})  # python mode: η = .inf in params stays a float
     cells: list[Cell] = []
     for gpoint in grid(spec.sweep):
         rspec = _resolve_global(base, gpoint)

@@ -7,9 +7,9 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from dpkit.component import Component
-from dpkit.params import Params
-from dpkit.protocols import ServerView
+from dpkit.contract.component import Component
+from dpkit.contract.params import Params
+from dpkit.contract.protocols import ServerView
 
 
 def train_mlp_classifier(x: torch.Tensor, y: torch.Tensor, *, generator: torch.Generator,

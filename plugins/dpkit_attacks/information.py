@@ -8,10 +8,10 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from dpkit.component import Component
-from dpkit.params import Params
-from dpkit.protocols import ServerView
-from dpkit.search import VocabIndex
+from dpkit.contract.component import Component
+from dpkit.contract.params import Params
+from dpkit.contract.protocols import ServerView
+from dpkit.text.search import VocabIndex
 
 
 def knn_distances(samples: torch.Tensor, k: int = 3) -> torch.Tensor:

@@ -7,11 +7,11 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from dpkit.component import Component
-from dpkit.params import Params
-from dpkit.protocols import ServerView
-from dpkit.search import VocabIndex
-from dpkit.space import EmbeddingSpace
+from dpkit.contract.component import Component
+from dpkit.contract.params import Params
+from dpkit.contract.protocols import ServerView
+from dpkit.text.search import VocabIndex
+from dpkit.text.space import EmbeddingSpace
 
 
 def knn_candidates(queries: torch.Tensor, table: torch.Tensor, k: int,

@@ -9,10 +9,10 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.cache import process_cache
+from dpkit.base.cache import process_cache
 from dpkit.accounting import KAnonymityGuarantee
-from dpkit.search import VocabIndex
-from dpkit.space import stop_word_mask
+from dpkit.text.search import VocabIndex
+from dpkit.text.space import stop_word_mask
 
 from dpkit_baselines.sampling import frequency_rank, gumbel_argmax
 

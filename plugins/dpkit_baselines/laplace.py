@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.cache import process_cache
-from dpkit.accounting import MetricDpGuarantee
-from dpkit.noise import laplace_log_density, sample_laplace_noise
-from dpkit.search import VocabIndex
-from dpkit.space import stop_word_mask
+from dpkit.base.cache import process_cache
+from dpkit.accounting import MetricDpGuarantee, NoGuarantee
+from dpkit.text.noise import laplace_log_density, sample_laplace_noise
+from dpkit.text.search import VocabIndex
+from dpkit.text.space import stop_word_mask
 
 
 
 _INDEXES = process_cache("laplace.decode_indexes",
                          "nearest-neighbour index by (space fingerprint, device, metric)",
                          max_entries=8)
+
+NOISE_STREAM = "laplace_dx"
+"""The generator stream shared by every mechanism that draws one multivariate Laplace vector per
+in-vocabulary token, in order (laplace_dx, text2text, dx_stencil): ``privatize_text`` gives them
+the same draws at one seed (common random numbers; the radius is Gamma(d, 1)/η, so the draws
+are the same standardized ones at every η)."""
+
 
 def clip_norms(y: torch.Tensor, bound: float | None) -> torch.Tensor:
     """Scale rows of ``y`` whose L2 norm exceeds ``bound`` back onto the ball (SnD Eq. 3)."""
@@ -33,6 +41,7 @@ class LaplaceDx(dpkit.Component):
 
     name: ClassVar[str] = "laplace_dx"
     domain: ClassVar[str] = "embedding"
+    noise_stream: ClassVar[str] = NOISE_STREAM
 
     class Params(dpkit.Params):
         """η (privacy parameter, larger = less noise) and the optional SnD norm clip bound."""
@@ -56,10 +65,36 @@ class LaplaceDx(dpkit.Component):
     def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Exact ``log p(y | x)`` per row; only without clipping (clipping puts mass on the sphere)."""
         if self.params.clip_bound is not None:
-            raise dpkit.errors.AuditError(
+            raise dpkit.base.errors.AuditError(
                 f"laplace_dx with clip_bound={self.params.clip_bound} has no density (clipping puts "
                 "mass on the sphere); audit it with clip_bound unset — clipping is post-processing")
         return laplace_log_density(x, y, self.params.eta)
+
+
+class NoNoise:
+    """η = ∞, the noiseless ceiling of a method built on ``laplace_dx``: the rows pass unchanged
+    (clipped when a bound is given), nothing is drawn, and the guarantee is none (ε = ∞)."""
+
+    def __init__(self, who: str, clip_bound: float | None = None):
+        self.reason = f"{who} at η = ∞ sends the token embeddings without noise"
+        self.clip_bound = clip_bound
+
+    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> NoGuarantee:
+        """No guarantee: nothing is added."""
+        return NoGuarantee(self.reason)
+
+    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace | None = None,
+                  generator: torch.Generator) -> torch.Tensor:
+        """The rows of ``x`` unchanged (clipped to ``clip_bound``); ``generator`` is not used."""
+        return clip_norms(x.float().clone(), self.clip_bound).reshape(x.shape)
+
+
+def laplace_or_noiseless(ctx, who: str, eta: float, clip_bound: float | None = None):
+    """``laplace_dx`` at ``eta`` (with ``clip_bound``), or :class:`NoNoise` when η is ∞."""
+    if math.isinf(eta):
+        return NoNoise(who, clip_bound)
+    raw = {"eta": eta} if clip_bound is None else {"eta": eta, "clip_bound": clip_bound}
+    return ctx.build("mechanism", "laplace_dx", raw)
 
 
 class Text2Text(dpkit.Component):
@@ -71,6 +106,7 @@ class Text2Text(dpkit.Component):
     name: ClassVar[str] = "text2text"
     domain: ClassVar[str] = "token"
     label: ClassVar[str] = "NOISE"
+    noise_stream: ClassVar[str] = NOISE_STREAM
 
     class Params(dpkit.Params):
         """η and the decoding metric (decoding uses only the noisy vector: post-processing)."""
@@ -104,6 +140,8 @@ class Text2Text(dpkit.Component):
         if space is None:
             raise ValueError("text2text needs the embedding space (space=...) to embed and decode")
         known = x >= 0
+        if not bool(known.any()):  # nothing to perturb: draw nothing (as dχ-STENCIL)
+            return x.clone()
         vectors = space.vectors[x[known].to(space.vectors.device)]
         noisy = vectors + sample_laplace_noise(vectors.shape[0], space.dim, self.params.eta,
                                                generator, vectors.device)

@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 from dpkit.data.types import Analogies, WordPairs
-from dpkit.errors import DataSourceError
+from dpkit.base.errors import DataSourceError
 
 
 @functools.lru_cache(maxsize=4)

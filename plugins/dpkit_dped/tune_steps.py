@@ -43,7 +43,7 @@ VALIDATION_SHARE = 0.05  # the cells' default: private training documents set as
 def pilot_loss(tokens, lengths, neg_probs, validation, *, z: float, rate: float, steps: int,
                args, seed: int, init=None) -> tuple[float, bool]:
     """Public validation log perplexity after ``steps`` DP-SGD steps, and whether its curve converged."""
-    from dpkit.training import converged
+    from dpkit.ml.training import converged
 
     model = train_dpsgd_documents(tokens, lengths, neg_probs, pairs_per_doc=args.pairs_per_doc,
                         window=args.window, dim=args.dim, negatives=5, noise_multiplier=z,
@@ -55,9 +55,9 @@ def pilot_loss(tokens, lengths, neg_probs, validation, *, z: float, rate: float,
 
 def choose_steps(args) -> dict[float, int]:
     """The tuned step count per target ε (and prints every pilot)."""
-    import dpkit.plugins
+    import dpkit.contract.plugins
 
-    registry = dpkit.plugins.get_registry()
+    registry = dpkit.contract.plugins.get_registry()
     public = registry.build("dataset", args.public_data, {}).load()
     private_docs = args.private_docs or round(
         (1 - VALIDATION_SHARE) * len(registry.build("dataset", "20newsgroups", {}).load()["train"].texts))

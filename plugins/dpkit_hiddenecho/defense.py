@@ -6,13 +6,14 @@ from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
+from dpkit_baselines.laplace import laplace_or_noiseless
 
 import dpkit
-from dpkit.cache import cached
-from dpkit.metrics import accuracy, auc
-from dpkit.releases import declare_releases
-from dpkit.training import attach_curves
-from dpkit.wire import DOWN
+from dpkit.base.cache import cached
+from dpkit.ml.metrics import accuracy, auc
+from dpkit.contract.releases import declare_releases
+from dpkit.ml.training import attach_curves
+from dpkit.release.wire import DOWN
 from dpkit_attacks import knn_recovery
 from dpkit_hiddenecho.data import (
     batches,
@@ -68,7 +69,7 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
         if model is None or not hasattr(model, "server_forward"):
             raise ValueError(f"{self.name} needs a split model (spec `model:`, e.g. minilm or "
                              f"tiny-encoder), got {type(model).__name__}")
-        mechanism = ctx.build("mechanism", "laplace_dx", {"eta": p.eta, "clip_bound": p.clip_bound})
+        mechanism = laplace_or_noiseless(ctx, self.name, p.eta, p.clip_bound)
         texts = {s: split_of(ctx.dataset, getattr(p, f"{s}_split"), getattr(p, f"{s}_examples"))
                  for s in ("train", "test")}
         space = model.as_space()

@@ -8,9 +8,9 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from dpkit.metrics import auc
-from dpkit.training import EarlyStopping, TrainingCurve
-from dpkit.wire import DOWN, UP
+from dpkit.ml.metrics import auc
+from dpkit.ml.training import EarlyStopping, TrainingCurve
+from dpkit.release.wire import DOWN, UP
 from dpkit_hiddenecho.data import batches
 from dpkit_hiddenecho.params import SplitTrainingParams
 from dpkit_hiddenecho.protocol import SplitProtocol

@@ -12,7 +12,8 @@ import dpkit
 class SplitTrainingParams(dpkit.Params):
     """What every split-learning variant shares: dχ noise, LoRA fine-tuning, training, evaluation."""
 
-    eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η of laplace_dx")
+    eta: float = Field(gt=0, description="dχ privacy parameter η of laplace_dx; .inf sends the "
+                       "embeddings without noise (the non-private ceiling: ε = ∞ on the ledger)")
     clip_bound: float | None = Field(None, gt=0, description="clip noisy embeddings (laplace_dx)")
     epochs: int = Field(2, ge=1, le=100, description="training epochs (the most, with patience)")
     patience: int | None = Field(None, ge=1, description="stop once the validation stop_on has "

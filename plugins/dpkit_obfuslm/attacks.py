@@ -15,8 +15,8 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.search import nearest
-from dpkit.training import convergence_metrics
+from dpkit.text.search import nearest
+from dpkit.ml.training import convergence_metrics
 from dpkit_obfuslm.scoring import score_documents
 
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from dpkit.models import mean_pool
-from dpkit.training import EarlyStopping, TrainingCurve
+from dpkit.ml.training import EarlyStopping, TrainingCurve
 
 
 @dataclass

@@ -13,7 +13,7 @@ import torch
 
 import dpkit
 from dpkit.accounting import KAnonymityGuarantee
-from dpkit.cache import cached
+from dpkit.base.cache import cached
 from dpkit_obfuslm.cluster import Clusters, embed_cluster
 from dpkit_obfuslm.common import ObfuscationParams
 from dpkit_obfuslm.synth import weight_synth

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from dpkit.accounting import KAnonymityGuarantee
-from dpkit.cache import cached
+from dpkit.base.cache import cached
 from dpkit_obfuslm.cluster import Clusters, embed_cluster
 from dpkit_obfuslm.synth import SynthWeights, weight_synth
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import torch
 
 from dpkit.audit.canary_split import SplitCanaryAudit
-from dpkit.wire import Release
+from dpkit.release.wire import Release
 from dpkit_snd.client import SplitClient
+from dpkit_snd.defenses import UPLOAD_NOISE
 from dpkit_snd.privatize import privatize_tokens
 
 
@@ -36,7 +37,7 @@ class SndCanaryAudit(SplitCanaryAudit):
             Release("mask", None, "attention masks: token counts", covered_by=d.upload)])
         x, mask = client.embed(ids.unsqueeze(1)), torch.ones(len(ids), 1, device=ids.device)
         private = privatize_tokens(mech, x, mask, space=client.space,
-                                   generator=ctx.generator(f"{d.name}-noise"))
+                                   generator=ctx.generator(UPLOAD_NOISE))
         upload = getattr(d, "upload_function", None)
         if upload is not None:
             sent = upload(ctx, client, mech, private)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
+from dpkit_baselines.laplace import NoNoise
 
 import dpkit
 from dpkit import DefenseResult, Release
 from dpkit.accounting import NoGuarantee
-from dpkit.releases import declare_releases
+from dpkit.contract.releases import declare_releases
 from dpkit_snd import denoising
 from dpkit_snd.client import SplitClient
 from dpkit_snd.params import (
@@ -21,6 +23,12 @@ from dpkit_snd.params import (
 )
 from dpkit_snd.pipeline import Step, evaluate, load_split, result
 from dpkit_snd.privatize import privatize_tokens
+
+UPLOAD_NOISE = "snd-upload-noise"
+"""The generator stream of the uploads' dχ noise, one for the whole family (SnD, TokEmbPriv,
+server-side denoise, Text2Text): at one seed and η they perturb every token with the same draw
+(common random numbers), so a paired difference between two of them measures the methods, not
+two noise draws."""
 
 
 class _SplitDefense(dpkit.Component):
@@ -69,6 +77,8 @@ class _NoisyDefense(_SplitDefense):
         raw = {"eta": eta}
         if self.params.clip:
             raw["clip_bound"] = client.clip_bound
+        if math.isinf(eta):  # the noiseless ceiling: nothing drawn, no guarantee
+            return NoNoise(self.name, raw.get("clip_bound"))
         return ctx.build("mechanism", self.params.mechanism, raw)
 
     def run(self, ctx) -> DefenseResult:
@@ -77,7 +87,7 @@ class _NoisyDefense(_SplitDefense):
         client, train, test = self._setup(ctx)
         mech = self._mechanism(ctx, client, self.params.eta)
         extra, post, curves = self._prepare(ctx, client)
-        gen = ctx.generator(f"{self.name}-noise")
+        gen = ctx.generator(UPLOAD_NOISE)
 
         @torch.no_grad()
         def method(ids, mask, x, upload):
@@ -149,7 +159,7 @@ class SnDText2Text(_SplitDefense):
         declare_releases(self, ctx)
         client, train, test = self._setup(ctx)
         mech = self._mechanism(ctx, client, self.params.eta)
-        gen = ctx.generator(f"{self.name}-noise")
+        gen = ctx.generator(UPLOAD_NOISE)
 
         @torch.no_grad()
         def method(ids, mask, x, upload):

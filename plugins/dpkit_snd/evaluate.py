@@ -6,7 +6,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from dpkit.training import EarlyStopping, TrainingCurve
+from dpkit.ml.training import EarlyStopping, TrainingCurve
 
 
 def similarity(e: torch.Tensor, e_clean: torch.Tensor) -> dict[str, float]:

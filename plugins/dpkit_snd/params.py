@@ -45,7 +45,8 @@ class CommonParams(dpkit.Params):
 
     max_tokens: int = Field(32, ge=4, le=512, description="tokens per text (truncation)")
     train_examples: int = Field(1000, ge=4, description="downstream training texts (subsample)")
-    test_examples: int = Field(500, ge=4, description="downstream test texts (subsample)")
+    test_examples: int | None = Field(500, ge=4, description="downstream test texts "
+                                      "(subsample); None: the whole test split")
     train_split: str = "train"
     test_split: str = "test"
     batch_size: int = Field(64, ge=1, le=4096)
@@ -66,7 +67,8 @@ class CommonParams(dpkit.Params):
 class NoisyParams(CommonParams):
     """A defense that privatizes token embeddings with a registered dχ mechanism."""
 
-    eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η per token")
+    eta: float = Field(gt=0, description="dχ privacy parameter η per token; .inf sends the "
+                       "tokens without noise (the noiseless ceiling: ε = ∞ on the ledger)")
     mechanism: str = Field("laplace_dx", description="registered embedding mechanism to use")
     clip: bool = Field(True, description="clip noisy embeddings to the table's max norm (Eq. 3)")
 

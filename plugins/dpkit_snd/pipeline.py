@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from dpkit import DefenseResult, ServerView
-from dpkit.cache import process_cache
-from dpkit.training import TrainingCurve, attach_curves
-from dpkit.wire import Wire
+from dpkit.base.cache import process_cache
+from dpkit.ml.training import TrainingCurve, attach_curves
+from dpkit.release.wire import Wire
 from dpkit_attacks import kl_mutual_information, knn_recovery
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
@@ -50,8 +50,9 @@ class Split:
         return torch.cat([mask.sum(1) for _, mask in self.batches])
 
 
-def load_split(ctx, client: SplitClient, split: str, limit: int, batch_size: int) -> Split:
-    """A seeded subsample of ``ctx.dataset[split]`` (≤ ``limit`` texts), tokenized."""
+def load_split(ctx, client: SplitClient, split: str, limit: int | None,
+               batch_size: int) -> Split:
+    """A seeded subsample of ``ctx.dataset[split]`` (≤ ``limit`` texts; None: all), tokenized."""
     data = ctx.dataset[split]
     if data.labels is None:
         raise ValueError(f"dataset {ctx.dataset.name!r} split {split!r} has no labels; SnD's "

@@ -42,9 +42,12 @@ def privatize_tokens(mechanism, x: torch.Tensor, mask: torch.Tensor, *, space,
 
 
 def choose_group(eta: float, groups: list[list[float]]) -> int:
-    """Index of the η group (App. A.5.3) for ``eta``: the group whose range, in log η, is nearest."""
+    """Index of the η group (App. A.5.3) for ``eta``: the group whose range, in log η, is nearest
+    (η = ∞: the group with the largest η)."""
     if not groups:
         raise ValueError("no eta groups given; pass eta_groups such as [[50, 100], [200, 400]]")
+    if math.isinf(eta):  # no noise: the group of the least noise
+        return max(range(len(groups)), key=lambda i: (max(groups[i]), -i))
     log_eta = math.log(eta)
 
     def gap(group: list[float]) -> float:

@@ -8,12 +8,13 @@ import torch
 from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.cache import process_cache
+from dpkit.base.cache import process_cache
 from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
-from dpkit.noise import sample_laplace_noise
-from dpkit.search import VocabIndex
-from dpkit.space import stop_word_mask
+from dpkit.text.noise import sample_laplace_noise
+from dpkit.text.search import VocabIndex
+from dpkit.text.space import stop_word_mask
 
+from dpkit_baselines.laplace import NOISE_STREAM
 from dpkit_stencil.window import max_contribution, window_mix
 
 
@@ -115,6 +116,7 @@ class DxStencil(Stencil):
     name: ClassVar[str] = "dx_stencil"
     label: ClassVar[str] = "dχ-STENCIL"
     noisy: ClassVar[bool] = True
+    noise_stream: ClassVar[str] = NOISE_STREAM  # the same draws as NOISE's (privatize_text)
 
     Params = DxStencilParams
 

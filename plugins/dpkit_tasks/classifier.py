@@ -10,9 +10,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
-from dpkit.cache import process_cache
-from dpkit.space import EmbeddingSpace
-from dpkit.training import TrainingCurve
+from dpkit.base.cache import process_cache
+from dpkit.text.space import EmbeddingSpace
+from dpkit.ml.training import TrainingCurve
 
 MAX_ITER = 2000
 

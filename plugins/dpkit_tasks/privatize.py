@@ -8,15 +8,15 @@ from typing import Any, ClassVar, Literal
 import torch
 from pydantic import Field
 
-from dpkit.component import Component
-from dpkit.params import Params
-from dpkit.protocols import DefenseResult, FitsCounts, is_sequence_level
-from dpkit.releases import declare_releases
-from dpkit.search import VocabIndex
-from dpkit.space import EmbeddingSpace
-from dpkit.token_releases import token_releases
-from dpkit.training import attach_curves
-from dpkit.wire import Release
+from dpkit.contract.component import Component
+from dpkit.contract.params import Params
+from dpkit.contract.protocols import DefenseResult, FitsCounts, is_sequence_level
+from dpkit.contract.releases import declare_releases
+from dpkit.text.search import VocabIndex
+from dpkit.text.space import EmbeddingSpace
+from dpkit.release.tokens import token_releases
+from dpkit.ml.training import attach_curves
+from dpkit.release.wire import Release
 from dpkit_tasks.classifier import doc_features, train_text_classifier
 
 
@@ -147,17 +147,24 @@ class PrivatizeText(Component):
         return docs, (split.labels[:n] if split.labels is not None else None)
 
     def _privatize(self, ctx, mechanism, space, docs, truth):
-        """Substituted ids ``[N]`` and, for embedding mechanisms, the noisy vectors ``[N, d]``."""
-        gen = ctx.generator(f"privatize_text/{mechanism.name}")
+        """Substituted ids ``[N]`` and, for embedding mechanisms, the noisy vectors ``[N, d]``.
+
+        Mechanisms that declare a ``noise_stream`` (one draw per in-vocabulary token from one
+        law, e.g. the multivariate Laplace of laplace_dx, NOISE and dχ-STENCIL) share that
+        stream and are run document by document, so at one seed every such method of a spec
+        perturbs token i of document j with the same standardized draw (common random numbers);
+        the others draw from a stream of their own name."""
+        shared = getattr(mechanism, "noise_stream", None)
+        gen = ctx.generator(f"privatize_text/{shared or mechanism.name}")
         known = truth >= 0
-        sequence_level = is_sequence_level(mechanism)
+        per_document = is_sequence_level(mechanism) or shared is not None
         if mechanism.domain == "token":
-            if sequence_level:
+            if per_document:
                 parts = [mechanism.privatize(d.to(ctx.device), space=space, generator=gen) for d in docs]
                 return (torch.cat(parts) if parts else truth.clone()), None
             return mechanism.privatize(truth, space=space, generator=gen), None
         noisy = torch.zeros(len(truth), space.dim, device=ctx.device)
-        if sequence_level:
+        if per_document:
             offsets = torch.cumsum(torch.tensor([0] + [len(d) for d in docs]), 0).tolist()
             for doc, start in zip(docs, offsets):
                 rows = torch.arange(start, start + len(doc), device=ctx.device)[doc.to(ctx.device) >= 0]

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import calibrate_gaussian, calibrate_noise, dpsgd_event, epsilon_of
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 
 @settings(max_examples=8, deadline=None)

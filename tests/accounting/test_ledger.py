@@ -18,7 +18,7 @@ from dpkit.accounting import (
     epsilon_of,
     table_diameter,
 )
-from dpkit.errors import AccountingError, BudgetExceededError
+from dpkit.base.errors import AccountingError, BudgetExceededError
 
 GAUSS = DpGuarantee(dp_accounting.GaussianDpEvent(5.0), "noisy mean")
 

@@ -15,7 +15,7 @@ from dpkit.accounting import (
     epsilon_of,
     group_events,
 )
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 RR = dp_accounting.RandomizedResponseDpEvent(noise_parameter=0.5, num_buckets=4)
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import DpGuarantee, KAnonymityGuarantee, Ledger, MetricDpGuarantee, NoGuarantee
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 from dpkit.testing.strategies_accounting import metric_guarantees
 
 

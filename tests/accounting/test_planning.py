@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import dp_accounting
 
 from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_gaussian
-from dpkit.accounting.planning import plan_cell, plan_spec, plan_table
+from dpkit.runner.plan import plan_cell, plan_spec, plan_table
 from dpkit.spec import read_yaml
 
 PRIVACY = SimpleNamespace(delta=1e-5, accountant="rdp", ceiling=None)

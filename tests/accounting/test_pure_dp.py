@@ -15,7 +15,7 @@ from dpkit.accounting import (
     pure_dp_rdp,
 )
 from dpkit.accounting.serialize import describe
-from dpkit.errors import AccountingError
+from dpkit.base.errors import AccountingError
 
 
 def rr_loss_law(epsilon: float, k: int) -> list[tuple[float, float]]:

@@ -14,7 +14,7 @@ from dpkit_snd.audit import SndCanaryAudit
 from dpkit_snd.defenses import SnD
 
 import dpkit
-from dpkit.wire import Release
+from dpkit.release.wire import Release
 
 
 def _no_clipping(norms, max_norm):

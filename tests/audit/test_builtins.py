@@ -3,7 +3,7 @@
 import pytest
 
 from dpkit.audit import Verdict, audit
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 
 BUILT_INS = {
     "laplace_dx": ({"eta": 5.0}, 2000),

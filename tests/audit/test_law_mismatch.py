@@ -71,7 +71,7 @@ def test_dp_claims_do_not_show_a_distance():
 @pytest.mark.parametrize("name", BROKEN_SAMPLERS)
 def test_broken_samplers_are_a_law_mismatch_on_glove_50d(name):
     """The real 400,000 × 50 GloVe table: sampling alone cannot refute these claims there."""
-    from dpkit.plugins import get_registry
+    from dpkit.contract.plugins import get_registry
 
     space = get_registry().build("model", "glove-6b-50d", {}).load(torch.device("cpu"))
 

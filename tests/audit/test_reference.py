@@ -5,7 +5,7 @@ import math
 import pytest
 
 from dpkit.audit import Verdict, audit
-from dpkit.errors import AuditError, ParamsError
+from dpkit.base.errors import AuditError, ParamsError
 
 from reference import RefLaplace, laplace_noise
 

@@ -1,4 +1,4 @@
-"""dpkit.cache: named process caches, and the content-keyed cache across the memo and the disk."""
+"""dpkit.base.cache: named process caches, and the content-keyed cache across the memo and the disk."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dpkit.cache import cached, caches, clear_all, clear_memo, content_key, process_cache
+from dpkit.base.cache import cached, caches, clear_all, clear_memo, content_key, process_cache
 
 def test_get_or_build_builds_once_and_clear_all_drops_every_cache():
     built = []
@@ -29,7 +29,7 @@ def test_max_entries_evicts_the_oldest():
 
 
 def test_framework_caches_are_registered():
-    import dpkit.context  # noqa: F401
+    import dpkit.contract.context  # noqa: F401
 
     assert {"dpkit.loaded_components", "dpkit.content_memo"} <= set(caches())
     assert all(c.description for c in caches().values())

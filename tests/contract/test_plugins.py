@@ -7,9 +7,9 @@ import types
 import pytest
 
 import dpkit
-import dpkit.plugins
-from dpkit.errors import ComponentNotFoundError
-from dpkit.plugins import PluginSystem
+import dpkit.contract.plugins
+from dpkit.base.errors import ComponentNotFoundError
+from dpkit.contract.plugins import PluginSystem
 
 
 def make_module(name, **hooks):
@@ -94,25 +94,25 @@ def test_did_you_mean():
 def test_env_filters(monkeypatch):
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
     monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy,ghost=no.such.module")
-    dpkit.plugins.reset()
+    dpkit.contract.plugins.reset()
     try:
-        system = dpkit.plugins.get_plugin_system()
+        system = dpkit.contract.plugins.get_plugin_system()
         assert set(system.info) == {"toy", "ghost"}
         with pytest.warns(UserWarning, match="ghost"):
             assert "toy_noise" in system.registry.names("defense")
-        assert "No module named" in dpkit.plugins.plugin_errors()["ghost"][0]
+        assert "No module named" in dpkit.contract.plugins.plugin_errors()["ghost"][0]
     finally:
-        dpkit.plugins.reset()
+        dpkit.contract.plugins.reset()
 
 
 def test_disabled_plugins(monkeypatch):
     monkeypatch.delenv("DPKIT_LOAD_PLUGINS", raising=False)
     monkeypatch.setenv("DPKIT_DISABLED_PLUGINS", "baselines,stencil")
-    dpkit.plugins.reset()
+    dpkit.contract.plugins.reset()
     try:
-        assert not {"baselines", "stencil"} & set(dpkit.plugins.get_plugin_system().info)
+        assert not {"baselines", "stencil"} & set(dpkit.contract.plugins.get_plugin_system().info)
     finally:
-        dpkit.plugins.reset()
+        dpkit.contract.plugins.reset()
 
 
 def test_only_marked_functions_are_hooks():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dpkit.accounting
-import dpkit.errors
+import dpkit.base.errors
 from dpkit import hookspecs
 from dpkit.cli.main import COMMANDS, build_parser
 
@@ -51,7 +51,7 @@ def test_error_tree_in_errors_module_matches_the_classes():
     """The hierarchy drawn in dpkit/errors.py's docstring is the real one."""
     drawn: dict[str, str] = {}
     parents: list[str] = []
-    for line in (dpkit.errors.__doc__ or "").splitlines():
+    for line in (dpkit.base.errors.__doc__ or "").splitlines():
         match = re.match(r"^(\s*(?:[│ ]   )*)(?:[├└]── )?(\w+Error)\s", line)
         if not match:
             continue
@@ -59,7 +59,7 @@ def test_error_tree_in_errors_module_matches_the_classes():
         parents[depth:] = [match.group(2)]
         if depth:
             drawn[match.group(2)] = parents[depth - 1]
-    real = {name: cls.__bases__[0].__name__ for name, cls in vars(dpkit.errors).items()
-            if inspect.isclass(cls) and issubclass(cls, dpkit.errors.DpkitError)
-            and cls is not dpkit.errors.DpkitError}
+    real = {name: cls.__bases__[0].__name__ for name, cls in vars(dpkit.base.errors).items()
+            if inspect.isclass(cls) and issubclass(cls, dpkit.base.errors.DpkitError)
+            and cls is not dpkit.base.errors.DpkitError}
     assert drawn == real

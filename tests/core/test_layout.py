@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dpkit.plugins import PluginSystem
+from dpkit.contract.plugins import PluginSystem
 
 try:
     import tomllib
@@ -54,8 +54,8 @@ def test_every_entry_point_is_a_plugin_package_that_registers_components(name):
 
 
 def test_testing_helpers_need_no_plugin():
-    code = ("import sys, dpkit.testing, dpkit.plugins\n"
-            "reg = dpkit.plugins.get_registry()\n"
+    code = ("import sys, dpkit.testing, dpkit.contract.plugins\n"
+            "reg = dpkit.contract.plugins.get_registry()\n"
             "assert reg.names('defense') and reg.names('dataset'), reg.entries\n"
             "print(sorted(m for m in sys.modules if m.startswith('dpkit_')))\n")
     env = {**os.environ, "DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy"}

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from dpkit.cli import data as cli_data
-from dpkit.errors import ComponentNotFoundError
+from dpkit.base.errors import ComponentNotFoundError
 
 from .conftest import placed
 

@@ -10,7 +10,7 @@ import pytest
 
 from dpkit.data import HubSource, LocalSource, PinnedArtifact, fetch_artifact
 from dpkit.data import unpack
-from dpkit.errors import DataSourceError
+from dpkit.base.errors import DataSourceError
 
 from .conftest import FILES, make_sdist, placed
 

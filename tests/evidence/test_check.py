@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpkit.errors import SpecError
+from dpkit.base.errors import SpecError
 from dpkit.spec import load_spec
 
 SPEC = """
@@ -50,6 +50,11 @@ def test_a_valid_claim_loads(tmp_path, toy_plugins):
      "greater"),
     ("{method: Mild, versus: Heavy, metric: preserved, direction: less, at: matched}",
      "claims.0", "needs `privacy:`"),
+    (("{method: Mild, versus: Mild-2, metric: preserved, direction: greater, points: [8], "
+      "where: {fail: false}, paper_effect: {4: 0.1}, paper_source: Table 1}"),
+     "claims.0.paper_effect", "names eta = 4, which the claim does not compare (it compares 8)"),
+    ("{method: Mild, versus: Heavy, metric: preserved, direction: less, paper_effect: 0.1}",
+     "claims.0", "go together"),
 ])
 def test_bad_claims_are_one_line_errors(tmp_path, toy_plugins, claim, location, fragment):
     with pytest.raises(SpecError) as info:

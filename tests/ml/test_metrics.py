@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dpkit.metrics import accuracy, auc, mean_cosine, mse, spearman
+from dpkit.ml.metrics import accuracy, auc, mean_cosine, mse, spearman
 
 
 def test_accuracy_and_shape_errors():
@@ -32,7 +32,7 @@ def test_mean_over_seeds_never_hides_nan_whatever_the_order():
     import itertools
     import math
 
-    from dpkit.metrics import mean_over_seeds
+    from dpkit.ml.metrics import mean_over_seeds
 
     for values in ([math.nan, 1.0, 2.0], [math.inf, math.nan], [math.inf, -math.inf, 1.0]):
         for order in itertools.permutations(values):

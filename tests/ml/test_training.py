@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from dpkit.protocols import DefenseResult
-from dpkit.training import (
+from dpkit.contract.protocols import DefenseResult
+from dpkit.ml.training import (
     TrainingCurve,
     attach_curves,
     converged,
@@ -85,7 +85,7 @@ def fit_with_stopping(val_losses, patience, min_delta=0.0):
     """A toy loop: one parameter set to the epoch number, stopped on the given validation losses."""
     import torch
 
-    from dpkit.training import EarlyStopping
+    from dpkit.ml.training import EarlyStopping
 
     model = torch.nn.Linear(1, 1)
     frozen = torch.nn.Linear(1, 1).requires_grad_(False)
@@ -126,7 +126,7 @@ def test_improvements_below_min_delta_do_not_reset_patience():
 
 
 def test_early_stopping_refuses_a_missing_validation_loss_and_bad_settings():
-    from dpkit.training import EarlyStopping
+    from dpkit.ml.training import EarlyStopping
 
     with pytest.raises(ValueError, match="finite validation value"):
         EarlyStopping(1).update(1, math.nan)
@@ -137,7 +137,7 @@ def test_early_stopping_refuses_a_missing_validation_loss_and_bad_settings():
 def test_early_stopping_on_a_metric_keeps_its_highest_step():
     import torch
 
-    from dpkit.training import EarlyStopping
+    from dpkit.ml.training import EarlyStopping
 
     model, stopper, curve = torch.nn.Linear(1, 1), EarlyStopping(2, mode="max"), TrainingCurve("m")
     curve.val_metric_name = "auc"

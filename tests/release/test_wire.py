@@ -1,4 +1,4 @@
-"""dpkit.wire: declared releases become ledger spends, sends are metered, the view is what crossed."""
+"""dpkit.release.wire: declared releases become ledger spends, sends are metered, the view is what crossed."""
 
 import math
 

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import matplotlib.axes
 
-from dpkit.plot import plot_tradeoff
+from dpkit.evidence.verdict import ClaimResult
+from dpkit.report.plot import _footer, plot_tradeoff
 
 
 def test_reference_lines_only_for_single_values(tmp_path, monkeypatch):
@@ -32,3 +33,10 @@ def test_nothing_to_plot_without_a_sweep_or_a_privacy_metric(tmp_path):
     agg = [{"method": "only", "point": {}, "values": {"auc": 0.7}}]
     assert plot_tradeoff(spec, agg, ["auc"], tmp_path / "p.png") is None
     assert not (tmp_path / "p.png").exists()
+
+
+def test_the_footer_gives_each_verdict_with_what_the_run_could_detect():
+    result = ClaimResult("A auc > B", "undecided", "not significant", {}, [],
+                         "this run detects ≥ +0.2 (80 % power); no paper effect given")
+    assert [text for text, _ in _footer([result])] == [
+        "?1 undecided: A auc > B", "     this run detects ≥ +0.2 (80 % power); no paper effect given"]

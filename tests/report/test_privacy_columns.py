@@ -5,7 +5,7 @@ import csv
 from dpkit.accounting import Ledger, MetricDpGuarantee
 from dpkit.report import render_table, short_reason, write_summary_csv
 from dpkit.spec import Spec
-from dpkit.wire import Release, Wire
+from dpkit.release.wire import Release, Wire
 
 GRADIENTS = "training-time gradients of the returned hidden states: not covered"
 

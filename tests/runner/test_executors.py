@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpkit.errors import BudgetExceededError
+from dpkit.base.errors import BudgetExceededError
 from dpkit.runner import RetryPolicy, run_spec
 from dpkit.runner.executor import NEVER_RETRIED
 from dpkit.runner.local import LocalExecutor
@@ -96,22 +96,22 @@ def test_ray_executor_follows_the_same_policy(monkeypatch, error, calls):
 
 def test_run_spec_uses_the_given_registry(toy_spec_text, monkeypatch):
     """The local executor runs with the registry passed to run_spec, not the process-wide one."""
-    import dpkit.plugins
+    import dpkit.contract.plugins
     import dpkit.testing.toy
-    from dpkit.plugins import PluginSystem
+    from dpkit.contract.plugins import PluginSystem
 
     own = PluginSystem()
     own.add(dpkit.testing.toy, "toy")
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
     monkeypatch.delenv("DPKIT_EXTRA_PLUGINS", raising=False)
-    dpkit.plugins.reset()
+    dpkit.contract.plugins.reset()
     try:
-        assert not dpkit.plugins.get_registry().names("defense")
+        assert not dpkit.contract.plugins.get_registry().names("defense")
         path, _ = toy_spec_text
         outcome = run_spec(load_spec(path, registry=own.registry), registry=own.registry,
                            show_progress=False)
         assert outcome.ran == 3 and not outcome.failures
     finally:
-        dpkit.plugins.reset()
+        dpkit.contract.plugins.reset()
 
 

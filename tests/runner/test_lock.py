@@ -12,7 +12,7 @@ import time
 import pytest
 
 from dpkit.runner import run_spec
-from dpkit.errors import OutputLockedError
+from dpkit.base.errors import OutputLockedError
 from dpkit.runner.lock import OutputLock
 from dpkit.spec import load_spec
 

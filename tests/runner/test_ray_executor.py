@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dpkit.errors import DpkitError
+from dpkit.base.errors import DpkitError
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpkit.errors import SpecError
+from dpkit.base.errors import SpecError
 from dpkit.spec import expand, grid, load_spec, set_path
 
 GOOD = """

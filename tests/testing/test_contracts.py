@@ -43,7 +43,7 @@ class TestBuiltInLaplaceContract(MechanismContract):
 
     @pytest.fixture(autouse=True)
     def _needs_plugin(self):
-        from dpkit.plugins import get_registry
+        from dpkit.contract.plugins import get_registry
         if "laplace_dx" not in get_registry().entries["mechanism"]:
             pytest.skip("laplace_dx not registered")
 
@@ -132,7 +132,7 @@ class TestNnInversionAttackContract(AttackContract):
 
     @pytest.fixture(autouse=True)
     def _needs_plugin(self):
-        from dpkit.plugins import get_registry
+        from dpkit.contract.plugins import get_registry
         if "nn_inversion" not in get_registry().entries["attack"]:
             pytest.skip("nn_inversion not registered")
 
@@ -167,7 +167,7 @@ class NoisyMeanDefense:
     def run(self, ctx):
         """Send the noisy mean; the view is what crossed."""
         from dpkit import DefenseResult
-        from dpkit.releases import declare_releases
+        from dpkit.contract.releases import declare_releases
 
         declare_releases(self, ctx)
         noisy = self.noisy_mean(ctx)

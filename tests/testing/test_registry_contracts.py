@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-import dpkit.plugins
+import dpkit.contract.plugins
 from dpkit.testing import AttackContract, DefenseContract, MechanismContract
 
 TINY = {"public_data": "generated_text", "topic_data": "generated_text"}
@@ -77,7 +77,7 @@ EXEMPT: dict[tuple[str, str], str] = {
 
 
 def _registry():
-    return dpkit.plugins.get_registry()
+    return dpkit.contract.plugins.get_registry()
 
 
 def _make_class(kind: str, name: str) -> type:
@@ -109,7 +109,7 @@ def _attack_view(self, space):
 def tiny_context(name: str):
     """A run context on CPU: generated labelled text and a tiny encoder (causal LM if needed)."""
     from dpkit.accounting import Ledger
-    from dpkit.context import RunContext
+    from dpkit.contract.context import RunContext
     from dpkit.models import tiny_causal, tiny_encoder
     from dpkit.testing.textdata import generated_dataset
 
@@ -126,10 +126,10 @@ def _generated_text_plugin():
     """``generated_text`` is the public / topic data of defenses that load data by name."""
     import dpkit.testing.textdata
 
-    system = dpkit.plugins.get_plugin_system()
+    system = dpkit.contract.plugins.get_plugin_system()
     added = "testing_data" not in system.info
     if added:
-        dpkit.plugins.register_plugin(dpkit.testing.textdata, "testing_data")
+        dpkit.contract.plugins.register_plugin(dpkit.testing.textdata, "testing_data")
     yield
     if added:
         system.remove("testing_data")

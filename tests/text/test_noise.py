@@ -4,7 +4,7 @@ import pytest
 import torch
 from scipy import stats
 
-from dpkit.noise import laplace_log_density, sample_laplace_noise
+from dpkit.text.noise import laplace_log_density, sample_laplace_noise
 
 
 def gen(seed=0):

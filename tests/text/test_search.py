@@ -4,7 +4,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from dpkit.search import VocabIndex, brute_force, nearest, nearest_ids
+from dpkit.text.search import VocabIndex, brute_force, nearest, nearest_ids
 from dpkit.testing.strategies_tokens import search_problems
 
 

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
 from dpkit_baselines import CusText, SanText
 from dpkit_baselines.sampling import exact_pairwise_l2
 

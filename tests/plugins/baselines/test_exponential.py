@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
-from dpkit.space import EmbeddingSpace
+from dpkit.text.space import EmbeddingSpace
 from dpkit.testing.strategies_tokens import random_space, spaces
 from dpkit_baselines import SanText, SanTextPlus
 

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from dpkit.data.types import Analogies, TextDataset, WordPairs
-from dpkit.registry import Registry
+from dpkit.contract.registry import Registry
 import dpkit_datasets
 from dpkit_datasets import catalogue as C
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import dpkit
-from dpkit.errors import ParamsError
-from dpkit.registry import validate_params
+from dpkit.base.errors import ParamsError
+from dpkit.contract.registry import validate_params
 from dpkit_datasets.local import LocalFiles
 
 ROWS = [{"text": f"w{i % 40} w{(3 * i) % 40} w{(7 * i) % 40}", "label": "ab"[i % 2],
@@ -70,7 +70,7 @@ def test_split_column_needs_train_and_test(tmp_path):
     path = tmp_path / "dev.csv"
     pd.DataFrame([{"text": "a", "split": "train"}, {"text": "b", "split": "dev"}]).to_csv(
         path, index=False)
-    with pytest.raises(dpkit.errors.DataSourceError, match="dev.csv.*'train' and 'test'"):
+    with pytest.raises(dpkit.base.errors.DataSourceError, match="dev.csv.*'train' and 'test'"):
         load(path=str(path), split_column="split")
 
 
@@ -103,9 +103,9 @@ def local_and_toy(monkeypatch):
     """The built-in datasets (which hold local_files) plus the toy plug-in."""
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "datasets")
     monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
-    dpkit.plugins.reset()
+    dpkit.contract.plugins.reset()
     yield
-    dpkit.plugins.reset()
+    dpkit.contract.plugins.reset()
 
 
 def test_a_spec_runs_on_a_local_csv(tmp_path, local_and_toy, capsys):

@@ -8,9 +8,9 @@ import torch
 
 import dpkit
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext
+from dpkit.contract.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.registry import Registry
+from dpkit.contract.registry import Registry
 
 TOPICS = (("cat", "dog", "horse", "cow", "sheep", "bird", "fish", "mouse"),
           ("car", "train", "plane", "bus", "truck", "boat", "bike", "ship"),

@@ -12,8 +12,8 @@ from dpkit_dped.defenses import DpedDefense, DpedPate
 from dpkit_dped.references import DpedEnsemble
 
 from dpkit.accounting import Ledger, NoGuarantee
-from dpkit.context import RunContext
-from dpkit.registry import Registry
+from dpkit.contract.context import RunContext
+from dpkit.contract.registry import Registry
 
 from .conftest import TEACHER, TinyPublic, TinyTopics, tiny_dataset
 

@@ -11,9 +11,9 @@ from dpkit_dped.references import DpedNonPrivate, DpedPublic
 from dpkit_dped.dpsgd import DpedDpsgd, train_dpsgd
 from opacus.accountants import RDPAccountant
 
-import dpkit.plugins
+import dpkit.contract.plugins
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext
+from dpkit.contract.context import RunContext
 
 from .conftest import SMALL, TEACHER
 
@@ -62,7 +62,7 @@ def test_nonprivate_and_public_models_learn_topics(make_ctx):
 
 
 def test_nonprivate_on_real_catalogue_sources(tmp_path):
-    registry = dpkit.plugins.get_registry()
+    registry = dpkit.contract.plugins.get_registry()
     data = registry.build("dataset", "20newsgroups", {"max_examples": 150}).load()
     ctx = RunContext(dataset=data, model=None, device=torch.device("cpu"), seed=0,
                      ledger=Ledger(1e-5), registry=registry, cache_dir=tmp_path)

@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from dpkit.accounting.planning import plan_cell
+from dpkit.runner.plan import plan_cell
 from dpkit.accounting.serialize import guarantee_to_dict
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 from tests.plugins.dped.conftest import SMALL, TEACHER
 
 SGD = {**SMALL, "steps": 12, "sampling_rate": 0.2, "pairs_per_doc": 8}

@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, {here!r})
 from conftest import TEACHER, TinyPublic, TinyTopics, tiny_dataset
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext
-from dpkit.registry import Registry
+from dpkit.contract.context import RunContext
+from dpkit.contract.registry import Registry
 from dpkit_dped.defenses import DpedDefense
 from dpkit_dped.pipeline import prepare, teacher_models
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpkit.evidence.pairing import equal_layout
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 from dpkit.spec import load_spec
 from dpkit.spec.cells import expand
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dpkit.models import tiny_encoder
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 from dpkit_hiddenecho.data import PrivateSplit, hold_out, validation_size
 
 from .test_defense import HE, SMALL, run, toy_dataset
@@ -85,7 +85,7 @@ def test_hold_out_takes_the_last_training_examples():
 
 
 def test_cached_layer_filter_gives_the_uncached_metrics(setup, monkeypatch):
-    from dpkit.cache import clear_memo
+    from dpkit.base.cache import clear_memo
     from dpkit_hiddenecho import defense
 
     clear_memo()
@@ -122,7 +122,7 @@ def test_patience_stops_on_validation_and_keeps_the_best_epoch(setup, monkeypatc
 
 
 def test_patience_without_validation_is_refused():
-    from dpkit.errors import ParamsError
+    from dpkit.base.errors import ParamsError
 
     with pytest.raises(ParamsError, match="val_fraction"):
         get_registry().build("defense", "hiddenecho", {**HE, "patience": 2, "val_fraction": 0})

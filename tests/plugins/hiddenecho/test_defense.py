@@ -8,11 +8,11 @@ import torch
 
 import dpkit
 from dpkit.accounting import Ledger, MetricDpGuarantee
-from dpkit.context import RunContext
+from dpkit.contract.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.errors import BudgetExceededError
+from dpkit.base.errors import BudgetExceededError
 from dpkit.models import tiny_encoder
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 from dpkit.testing import DefenseContract
 
 POS, NEG = ["good", "great", "love", "fresh"], ["bad", "hate", "rotten", "plot"]
@@ -87,7 +87,7 @@ def test_ablations_are_params(setup):
     res, _ = run(setup, "hiddenecho", {**HE, "layers": "fixed", "reduction": "linear",
                                        "residual": False})
     assert res.metrics["layers_sent"] == 2 and res.metrics["width_sent"] == 8
-    with pytest.raises(dpkit.errors.ParamsError, match="reduction"):
+    with pytest.raises(dpkit.base.errors.ParamsError, match="reduction"):
         setup[0].build("defense", "hiddenecho_full", {"eta": 1.0, "reduction": "ib"})
 
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from dpkit.models import tiny_encoder
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 from dpkit_hiddenecho import protocol as protocol_module
-from dpkit.cache import caches
+from dpkit.base.cache import caches
 from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache, StateStore, example_keys, shared_store
 from dpkit_hiddenecho.server import attach_lora, block_outputs, private_copy, transformer_blocks
 

@@ -3,7 +3,7 @@
 import pytest
 
 import dpkit
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 
 NAMES = ("hiddenecho", "hiddenecho_full", "hiddenecho_ldp")
 
@@ -20,6 +20,6 @@ def test_precision_defaults_to_fp32_and_takes_bf16(name):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("value", ["fp16", "bfloat16", "BF16", "", 16, None])
 def test_any_other_precision_is_refused_naming_the_allowed_ones(name, value):
-    with pytest.raises(dpkit.errors.ParamsError,
+    with pytest.raises(dpkit.base.errors.ParamsError,
                        match=rf"{name}\.params\.precision: Input should be 'fp32' or 'bf16'"):
         get_registry().build("defense", name, {"eta": 1.0, "precision": value})

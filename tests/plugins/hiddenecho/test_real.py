@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext, load_component
-from dpkit.plugins import get_registry
+from dpkit.contract.context import RunContext, load_component
+from dpkit.contract.plugins import get_registry
 
 pytestmark = pytest.mark.network
 

@@ -7,7 +7,7 @@ from dpkit_hiddenecho.server import attach_lora
 
 from dpkit.accounting import Ledger
 from dpkit.models import tiny_encoder
-from dpkit.wire import DOWN, UP, Wire, tensor_bytes
+from dpkit.release.wire import DOWN, UP, Wire, tensor_bytes
 
 
 def batch(model, b=4):

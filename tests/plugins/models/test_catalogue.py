@@ -3,7 +3,7 @@
 import torch
 
 import dpkit_models
-from dpkit.registry import Registry
+from dpkit.contract.registry import Registry
 
 
 def test_registered_through_its_hook():

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from dpkit.errors import ParamsError
-from dpkit.registry import Registry
+from dpkit.base.errors import ParamsError
+from dpkit.contract.registry import Registry
 import dpkit_models
 from dpkit_models import catalogue as C
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext
+from dpkit.contract.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 
 GOOD = ["good", "great", "love", "fresh", "fun"]
 BAD = ["bad", "hate", "rotten", "boring", "poor"]

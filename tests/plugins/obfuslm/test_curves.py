@@ -14,8 +14,8 @@ from dpkit_obfuslm.obfuscate import VocabKey
 
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.models import tiny_causal, tiny_encoder
-from dpkit.plugins import get_registry
-from dpkit.training import TrainingCurve
+from dpkit.contract.plugins import get_registry
+from dpkit.ml.training import TrainingCurve
 from tests.plugins.obfuslm.conftest import make_ctx
 from dpkit.contract.attacks import run_attack
 

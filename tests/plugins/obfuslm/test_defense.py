@@ -10,7 +10,7 @@ from dpkit_obfuslm.attacks import KnnPlus, LearnedInversion, TokenFrequency
 from dpkit_obfuslm.cluster import embed_cluster
 
 from dpkit.models import tiny_causal, tiny_encoder
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 from dpkit.testing import DefenseContract
 from tests.plugins.obfuslm.conftest import make_ctx, tiny_corpus
 from dpkit.contract.attacks import run_attack

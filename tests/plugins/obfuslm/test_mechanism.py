@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from dpkit.plugins import get_registry
-from dpkit.space import EmbeddingSpace
+from dpkit.contract.plugins import get_registry
+from dpkit.text.space import EmbeddingSpace
 
 
 def test_table_mechanism_guarantee_and_output():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dpkit.plugins import get_registry
-from dpkit.search import nearest
+from dpkit.contract.plugins import get_registry
+from dpkit.text.search import nearest
 from dpkit_obfuslm.cluster import embed_cluster, embed_cluster_dense
 from dpkit_obfuslm.obfuscate import obfuscate_tables
 

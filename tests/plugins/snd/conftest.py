@@ -9,12 +9,12 @@ import torch
 from pydantic import Field
 
 import dpkit
-import dpkit.plugins
+import dpkit.contract.plugins
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext
+from dpkit.contract.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.models import tiny_encoder
-from dpkit.registry import Registry
+from dpkit.contract.registry import Registry
 from dpkit.testing import textdata
 from dpkit.testing.textdata import generated_texts
 
@@ -43,7 +43,7 @@ class GeneratedPublic:
 def registry() -> Registry:
     """The installed plug-ins plus the generated public dataset."""
     reg = Registry()
-    for kind, entries in dpkit.plugins.get_registry().entries.items():
+    for kind, entries in dpkit.contract.plugins.get_registry().entries.items():
         reg.entries[kind].update(entries)
     reg.add("dataset", GeneratedPublic, "snd-tests")
     return reg

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.training import TrainingCurve
+from dpkit.ml.training import TrainingCurve
 from dpkit_snd.evaluate import held_out_rows
 from dpkit_snd.training import stored_curve
 

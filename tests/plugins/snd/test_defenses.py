@@ -10,7 +10,8 @@ from dpkit_snd.client import SplitClient
 from safetensors.torch import load_file
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
-from dpkit.errors import ParamsError
+from dpkit.contract.attacks import run_attack
+from dpkit.base.errors import ParamsError
 
 UTILITY = {"mse", "cosine", "accuracy", "auc", "token_corr"}
 
@@ -88,7 +89,7 @@ def test_clean_records_infinite_epsilon_and_is_exact(registry, make_ctx, small):
     assert isinstance(ctx.ledger.spends[0].guarantee, NoGuarantee)
     assert ctx.ledger.epsilon() == math.inf
     assert res.metrics["mse"] == 0.0 and res.metrics["cosine"] == pytest.approx(1.0)
-    inversion = registry.build("attack", "nn_inversion", {"ks": [1]}).run(res.view, ctx)
+    inversion = run_attack(registry.build("attack", "nn_inversion", {"ks": [1]}), res.view, ctx)
     assert inversion["inversion_top1"] == 1.0
 
 
@@ -107,7 +108,7 @@ def test_text2text_and_server_denoise_run_with_their_guarantees(registry, make_c
     server = _run(registry, ctx, "snd_server_denoise",
                   {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0]], "denoiser": denoiser})
     assert UTILITY <= set(server.metrics) and server.metrics["denoiser_cached"] == 0.0
-    attr = registry.build("attack", "attribute_inference", {"epochs": 5}).run(server.view, ctx)
+    attr = run_attack(registry.build("attack", "attribute_inference", {"epochs": 5}), server.view, ctx)
     assert 0.0 <= attr["attribute_accuracy"] <= 1.0
 
 
@@ -124,7 +125,7 @@ def test_params_and_inputs_are_validated(registry, make_ctx, small):
 
 def test_plan_equals_run_for_every_snd_defense(registry, make_ctx, small, cache):
     from dpkit.accounting import Ledger
-    from dpkit.accounting.planning import plan_cell
+    from dpkit.runner.plan import plan_cell
 
     params, denoiser = small
     cases = {"snd": {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0]], "denoiser": denoiser},

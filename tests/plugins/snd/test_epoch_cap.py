@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dpkit.training import TrainingCurve
+from dpkit.ml.training import TrainingCurve
 from dpkit_snd.training import TrainPlan
 
 

@@ -14,8 +14,8 @@ import torch
 from safetensors.torch import load_file
 
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.errors import ParamsError
-from dpkit.training import TrainingCurve
+from dpkit.base.errors import ParamsError
+from dpkit.ml.training import TrainingCurve
 from dpkit_snd import denoising
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import ServerTokenDenoiser, SnDDenoiser

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from dpkit.training import converged
+from dpkit.ml.training import converged
 from dpkit_tasks.classifier import fit_with_curve
 
 

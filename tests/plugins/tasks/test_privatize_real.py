@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext
-from dpkit.plugins import get_registry
+from dpkit.contract.context import RunContext
+from dpkit.contract.plugins import get_registry
 from dpkit.contract.attacks import run_attack
 
 pytestmark = pytest.mark.network

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from dpkit.accounting import Ledger
-from dpkit.context import RunContext
+from dpkit.contract.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.plugins import get_registry
+from dpkit.contract.plugins import get_registry
 from dpkit.testing import DefenseContract
 from dpkit.testing.strategies_tokens import random_space
 
@@ -142,7 +142,7 @@ class TestPrivatizeTextCusTextContract(TestPrivatizeTextContract):
 
 
 def test_classifier_cache_is_registered_under_the_plugin_name():
-    from dpkit.cache import caches
+    from dpkit.base.cache import caches
     from dpkit_tasks import classifier
 
     assert caches()["tasks.text_classifiers"] is classifier._TRAINED
