@@ -24,6 +24,7 @@ from dpkit_obfuslm.common import (
     obfuscate_model,
     obfuscation_knowledge,
     releases,
+    send_model,
 )
 from dpkit_obfuslm.obfuscate import VocabKey
 from dpkit_obfuslm.scoring import rouge_l
@@ -158,7 +159,7 @@ class ObfusLMGenerate(dpkit.Component):
         st = self._prepared(ctx)
         metrics, key, client, prompts = dict(st.metrics), st.key, st.client, st.prompts
         if st.tables is not None:
-            wire.send("tables", st.tables.embeddings, units=1)
+            send_model(wire, st.server, p)
         train_ids = wire.send("token_ids", st.train.ids, units=int(st.train.mask.sum()))
         train_mask = wire.send("mask", st.train.mask)
         validation = Encoded(wire.send("token_ids", st.validation.ids,

@@ -143,3 +143,28 @@ def test_patience_on_validation_accuracy(encoder, corpus, monkeypatch):
     (raw,) = result.training_curves
     assert raw["steps"] == [1, 2, 3] and raw["best_step"] == 2
     assert raw["val_metric_name"] == "accuracy" and raw["val_metric"] == [0.6, 0.7, 0.7]
+
+
+def test_length_grouped_batches_cover_every_text_once_with_less_padding():
+    from dpkit_obfuslm.classify import Encoded, epoch_batches
+
+    lengths = torch.randint(3, 48, (1000,), generator=torch.Generator().manual_seed(0))
+    mask = (torch.arange(48).unsqueeze(0) < lengths.unsqueeze(1)).long()
+    data = Encoded(torch.zeros_like(mask), mask)
+    plain = epoch_batches(data, 32, torch.Generator().manual_seed(1))
+    grouped = epoch_batches(data, 32, torch.Generator().manual_seed(1), group_by_length=True)
+    for batches in (plain, grouped):
+        assert sorted(torch.cat(batches).tolist()) == list(range(1000))
+        assert max(len(b) for b in batches) == 32
+    def padded(batches):
+        return sum(len(b) * int(lengths[b].max()) for b in batches)
+    assert padded(grouped) < 0.8 * padded(plain)
+    again = epoch_batches(data, 32, torch.Generator().manual_seed(2), group_by_length=True)
+    assert [b.tolist() for b in again] != [b.tolist() for b in grouped]  # still random
+
+
+def test_validation_size_sets_the_number_of_validation_texts(encoder, corpus):
+    result, ctx = _run("obfuslm_plaintext", {"epochs": 1, "max_train": 50, "validation_size": 20,
+                                             "group_by_length": True}, encoder, corpus)
+    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (50, 20)
+    assert ctx.wire.units["labels"] == 70
