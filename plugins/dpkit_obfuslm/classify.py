@@ -7,6 +7,7 @@ as the paper fine-tunes all BERT parameters.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -74,16 +75,42 @@ def epoch_batches(data: Encoded, batch_size: int, generator: torch.Generator,
     return [batches[int(i)] for i in shuffle]
 
 
+def validation_rounds(data: Encoded, epochs: int, batch_size: int, generator: torch.Generator,
+                      group_by_length: bool = False,
+                      every: int | None = None) -> Iterator[list[torch.Tensor]]:
+    """The batches of ``epochs`` epochs, grouped into validation rounds: one epoch each, or
+    (``every``) the batches up to each multiple of ``every`` training texts, across epochs; a
+    last partial round is kept. Each epoch's order is drawn when the epoch starts."""
+    pending: list[torch.Tensor] = []
+    seen, mark = 0, every
+    for _ in range(epochs):
+        for idx in epoch_batches(data, batch_size, generator, group_by_length):
+            pending.append(idx)
+            seen += len(idx)
+            if mark is not None and seen >= mark:
+                yield pending
+                pending, mark = [], mark + every
+        if every is None:
+            yield pending
+            pending = []
+    if pending:
+        yield pending
+
+
 def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_size: int,
               lr: float, head_lr: float, generator: torch.Generator, say=lambda msg: None,
               validation: Encoded | None = None, patience: int | None = None,
-              stop_on: str = "loss", group_by_length: bool = False) -> TrainingCurve:
-    """Train body and head with AdamW on shuffled batches (see :func:`epoch_batches`); returns
-    the per-epoch curve (mean training loss; cross-entropy and accuracy on ``validation`` when
-    given). With ``patience``, stop once the validation ``stop_on`` (``"loss"`` or
-    ``"accuracy"``) has not improved for that many epochs and keep the best epoch's model."""
+              stop_on: str = "loss", group_by_length: bool = False,
+              validate_every: int | None = None) -> TrainingCurve:
+    """Train body and head with AdamW on shuffled batches (see :func:`epoch_batches`) for at
+    most ``epochs`` epochs; returns the curve with one point per validation round (each epoch,
+    or every ``validate_every`` texts): mean training loss, and cross-entropy and accuracy on
+    ``validation`` when given. With ``patience``, stop once the validation ``stop_on``
+    (``"loss"`` or ``"accuracy"``) has not improved for that many rounds and keep the best
+    round's model."""
     device = next(model.parameters()).device
-    curve = TrainingCurve("server fine-tuning", val_metric_name="accuracy")
+    unit = "epoch" if validate_every is None else f"round of {validate_every} texts"
+    curve = TrainingCurve("server fine-tuning", unit=unit, val_metric_name="accuracy")
     if patience is not None and (validation is None or len(validation) == 0):
         raise ValueError(f"fine_tune: patience={patience} stops on the validation texts, but no "
                          "validation texts were given")
@@ -96,23 +123,26 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
                             fused=device.type in ("cpu", "cuda"))
     loss_fn = nn.CrossEntropyLoss()
     model.train()
-    for epoch in range(epochs):
-        total = torch.zeros((), device=device)
-        for idx in epoch_batches(data, batch_size, generator, group_by_length):
+    rounds = validation_rounds(data, epochs, batch_size, generator, group_by_length,
+                               validate_every)
+    for step, batches in enumerate(rounds, start=1):
+        total, count = torch.zeros((), device=device), 0
+        for idx in batches:
             ids, mask = _trim(data.ids[idx], data.mask[idx])
             loss = loss_fn(model(ids.to(device), mask.to(device)), data.labels[idx].to(device))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             total += loss.detach() * len(idx)
+            count += len(idx)
         val_loss, val_accuracy = validation_scores(model, validation)
-        curve.add(epoch + 1, float(total) / len(data), val_loss, val_accuracy)
+        curve.add(step, float(total) / count, val_loss, val_accuracy)
         model.train()
-        say(f"epoch {epoch + 1}/{epochs}: loss {curve.train_loss[-1]:.4f}, "
+        say(f"{unit} {step}: loss {curve.train_loss[-1]:.4f}, "
             f"validation loss {val_loss:.4f}, accuracy {val_accuracy:.4f}")
         watched = val_loss if stop_on == "loss" else val_accuracy
-        if stopper is not None and stopper.update(epoch + 1, watched, model):
-            say(f"validation {stop_on} not improved for {patience} epochs; keeping epoch "
+        if stopper is not None and stopper.update(step, watched, model):
+            say(f"validation {stop_on} not improved for {patience} rounds; keeping {unit} "
                 f"{stopper.best_step}")
             break
     if stopper is not None:

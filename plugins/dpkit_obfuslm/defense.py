@@ -54,6 +54,10 @@ class TrainParams(dpkit.Params):
                                     "the split has too few)")
     validation_size: int | None = Field(None, ge=1, description="validation texts (overrides "
                                         "validation_share; taken the same way)")
+    validate_every: int | None = Field(None, ge=1, description="validate (and count patience) "
+                                       "after every this many training texts, across epochs, "
+                                       "instead of once an epoch: the same stopping rule at "
+                                       "every training budget")
     group_by_length: bool = Field(False, description="batch texts of similar length together "
                                   "(random windows of 8 batches sorted by length, batches "
                                   "shuffled): less padding, same kind of random batches")
@@ -155,10 +159,11 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
         curve = fine_tune(classifier, st.train, epochs=p.epochs, batch_size=p.batch_size,
                           lr=p.lr, head_lr=p.head_lr, generator=gen, say=ctx.say,
                           validation=st.validation, patience=p.patience, stop_on=p.stop_on,
-                          group_by_length=p.group_by_length)
+                          group_by_length=p.group_by_length, validate_every=p.validate_every)
     metrics.update(train_loss=curve.final_train, train_s=time.perf_counter() - started,
                    train_examples=float(len(st.train)),
                    validation_examples=float(len(st.validation)))
+    metrics.update(_epochs(curve, p, len(st.train)))
     predictions = predict(classifier, st.test)
     wire.send("predictions", predictions, DOWN)
     metrics["accuracy"] = float((predictions == st.test.labels.cpu()).float().mean())
@@ -174,6 +179,16 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     result = dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())
     attach_curves(result, [curve])
     return result
+
+
+def _epochs(curve, p: TrainParams, n_train: int) -> dict[str, float]:
+    """Epochs trained and, with patience, the epoch of the kept model (fractional when the
+    server validates every ``validate_every`` texts)."""
+    per_round = (p.validate_every or n_train) / n_train
+    out = {"epochs_trained": min(len(curve.steps) * per_round, float(p.epochs))}
+    if curve.best_step is not None:
+        out["best_epoch"] = curve.best_step * per_round
+    return out
 
 
 def _documents(*parts: torch.Tensor) -> list[torch.Tensor]:

@@ -168,3 +168,29 @@ def test_validation_size_sets_the_number_of_validation_texts(encoder, corpus):
                                              "group_by_length": True}, encoder, corpus)
     assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (50, 20)
     assert ctx.wire.units["labels"] == 70
+
+
+def test_validation_rounds_span_epochs_and_keep_every_batch():
+    from dpkit_obfuslm.classify import Encoded, validation_rounds
+
+    data = Encoded(torch.zeros(100, 4, dtype=torch.long), torch.ones(100, 4, dtype=torch.long))
+    by_epoch = list(validation_rounds(data, 3, 10, torch.Generator().manual_seed(0)))
+    by_texts = list(validation_rounds(data, 3, 10, torch.Generator().manual_seed(0), every=40))
+    assert [sum(len(b) for b in r) for r in by_epoch] == [100, 100, 100]
+    assert [sum(len(b) for b in r) for r in by_texts] == [40, 40, 40, 40, 40, 40, 40, 20]
+    flat = lambda rounds: [b.tolist() for r in rounds for b in r]  # noqa: E731
+    assert flat(by_texts) == flat(by_epoch)  # the same batches, validated at other points
+
+
+def test_validating_every_epoch_of_texts_is_the_epoch_rule(encoder, corpus):
+    base = {"epochs": 3, "batch_size": 32, "patience": 3, "stop_on": "accuracy"}
+    epochs, _ = _run("obfuslm", {**OBFUS, **base}, encoder, corpus)
+    texts, _ = _run("obfuslm", {**OBFUS, **base, "validate_every": 115}, encoder, corpus)
+    a, b = epochs.training_curves[0], texts.training_curves[0]
+    assert (a["train_loss"], a["val_loss"]) == (b["train_loss"], b["val_loss"])
+    assert a["unit"] == "epoch" and b["unit"] == "round of 115 texts"
+    quarter, _ = _run("obfuslm", {**OBFUS, **base, "validate_every": 29}, encoder, corpus)
+    steps = quarter.training_curves[0]["steps"]
+    assert len(steps) > 3 and quarter.metrics["epochs_trained"] <= 3
+    assert quarter.metrics["best_epoch"] == pytest.approx(
+        quarter.training_curves[0]["best_step"] * 29 / 115)
