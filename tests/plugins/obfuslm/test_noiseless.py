@@ -10,21 +10,9 @@ import torch
 from dpkit_obfuslm.attacks import KnnPlus
 from dpkit_obfuslm.obfuscate import UNMIXED_REASON, obfuscate_tables
 
-from dpkit.models import tiny_encoder
-from dpkit.plugins import get_registry
-from tests.plugins.obfuslm.conftest import make_ctx
+from tests.plugins.obfuslm.conftest import run_defense
 
 TRAIN = {"epochs": 3, "batch_size": 32, "group_by_length": True}
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return tiny_encoder(hidden_size=32)
-
-
-def _run(name, params, model, data):
-    ctx = make_ctx(model, data)
-    return get_registry().build("defense", name, params).run(ctx), ctx
 
 
 def test_unmixed_tables_are_the_permuted_originals():
@@ -39,9 +27,9 @@ def test_noiseless_obfuslm_reaches_the_plaintext_model(encoder, corpus):
     """Same seed, same batches, same head: the permuted model is the plaintext model with its
     rows renamed, so its curve and accuracy must match plaintext's. A wrong key (ids mapped one
     way, rows the other) or leftover mixing would change the curve."""
-    plain, _ = _run("obfuslm_plaintext", TRAIN, encoder, corpus)
-    ceiling, ctx = _run("obfuslm", {"k": 5, "beta": 0.9, "mix": False, **TRAIN}, encoder, corpus)
-    mixed, _ = _run("obfuslm", {"k": 5, "beta": 0.9, "epsilon": 1.0, **TRAIN}, encoder, corpus)
+    plain, _ = run_defense("obfuslm_plaintext", TRAIN, encoder, corpus)
+    ceiling, ctx = run_defense("obfuslm", {"k": 5, "beta": 0.9, "mix": False, **TRAIN}, encoder, corpus)
+    mixed, _ = run_defense("obfuslm", {"k": 5, "beta": 0.9, "epsilon": 1.0, **TRAIN}, encoder, corpus)
     curve, reference = ceiling.training_curves[0], plain.training_curves[0]
     assert curve["train_loss"] == pytest.approx(reference["train_loss"], rel=1e-4)
     assert curve["val_loss"] == pytest.approx(reference["val_loss"], rel=1e-4)
