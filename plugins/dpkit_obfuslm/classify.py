@@ -7,6 +7,7 @@ as the paper fine-tunes all BERT parameters.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -53,16 +54,63 @@ class EncoderClassifier(nn.Module):
         return self.head(mean_pool(hidden.float(), mask))
 
 
+GROUP_BATCHES = 8  # batches per length-sorted window of group_by_length
+
+
+def epoch_batches(data: Encoded, batch_size: int, generator: torch.Generator,
+                  group_by_length: bool = False) -> list[torch.Tensor]:
+    """One epoch's batches of indices: a random permutation cut into batches. With
+    ``group_by_length`` each window of GROUP_BATCHES batches of that permutation is sorted by
+    length before cutting and the batches are shuffled (Hugging Face's ``group_by_length``, in
+    small windows): every batch is still a random draw, with far less padding."""
+    order = torch.randperm(len(data), generator=generator, device=generator.device).cpu()
+    if not group_by_length:
+        return list(order.split(batch_size))
+    lengths = data.mask.sum(1)
+    batches = []
+    for window in order.split(batch_size * GROUP_BATCHES):
+        window = window[torch.argsort(lengths[window], descending=True, stable=True)]
+        batches.extend(window.split(batch_size))
+    shuffle = torch.randperm(len(batches), generator=generator, device=generator.device).cpu()
+    return [batches[int(i)] for i in shuffle]
+
+
+def validation_rounds(data: Encoded, epochs: int, batch_size: int, generator: torch.Generator,
+                      group_by_length: bool = False,
+                      every: int | None = None) -> Iterator[list[torch.Tensor]]:
+    """The batches of ``epochs`` epochs, grouped into validation rounds: one epoch each, or
+    (``every``) the batches up to each multiple of ``every`` training texts, across epochs; a
+    last partial round is kept. Each epoch's order is drawn when the epoch starts."""
+    pending: list[torch.Tensor] = []
+    seen, mark = 0, every
+    for _ in range(epochs):
+        for idx in epoch_batches(data, batch_size, generator, group_by_length):
+            pending.append(idx)
+            seen += len(idx)
+            if mark is not None and seen >= mark:
+                yield pending
+                pending, mark = [], mark + every
+        if every is None:
+            yield pending
+            pending = []
+    if pending:
+        yield pending
+
+
 def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_size: int,
               lr: float, head_lr: float, generator: torch.Generator, say=lambda msg: None,
               validation: Encoded | None = None, patience: int | None = None,
-              stop_on: str = "loss") -> TrainingCurve:
-    """Train body and head with AdamW on shuffled batches; returns the per-epoch curve (mean
-    training loss; cross-entropy and accuracy on ``validation`` when given). With ``patience``,
-    stop once the validation ``stop_on`` (``"loss"`` or ``"accuracy"``) has not improved for that
-    many epochs and keep the best epoch's model."""
+              stop_on: str = "loss", group_by_length: bool = False,
+              validate_every: int | None = None) -> TrainingCurve:
+    """Train body and head with AdamW on shuffled batches (see :func:`epoch_batches`) for at
+    most ``epochs`` epochs; returns the curve with one point per validation round (each epoch,
+    or every ``validate_every`` texts): mean training loss, and cross-entropy and accuracy on
+    ``validation`` when given. With ``patience``, stop once the validation ``stop_on``
+    (``"loss"`` or ``"accuracy"``) has not improved for that many rounds and keep the best
+    round's model."""
     device = next(model.parameters()).device
-    curve = TrainingCurve("server fine-tuning", val_metric_name="accuracy")
+    unit = "epoch" if validate_every is None else f"round of {validate_every} texts"
+    curve = TrainingCurve("server fine-tuning", unit=unit, val_metric_name="accuracy")
     if patience is not None and (validation is None or len(validation) == 0):
         raise ValueError(f"fine_tune: patience={patience} stops on the validation texts, but no "
                          "validation texts were given")
@@ -75,25 +123,26 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
                             fused=device.type in ("cpu", "cuda"))
     loss_fn = nn.CrossEntropyLoss()
     model.train()
-    for epoch in range(epochs):
-        order = torch.randperm(len(data), generator=generator, device=generator.device).cpu()
-        total = torch.zeros((), device=device)
-        for start in range(0, len(data), batch_size):
-            idx = order[start:start + batch_size]
+    rounds = validation_rounds(data, epochs, batch_size, generator, group_by_length,
+                               validate_every)
+    for step, batches in enumerate(rounds, start=1):
+        total, count = torch.zeros((), device=device), 0
+        for idx in batches:
             ids, mask = _trim(data.ids[idx], data.mask[idx])
             loss = loss_fn(model(ids.to(device), mask.to(device)), data.labels[idx].to(device))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             total += loss.detach() * len(idx)
+            count += len(idx)
         val_loss, val_accuracy = validation_scores(model, validation)
-        curve.add(epoch + 1, float(total) / len(data), val_loss, val_accuracy)
+        curve.add(step, float(total) / count, val_loss, val_accuracy)
         model.train()
-        say(f"epoch {epoch + 1}/{epochs}: loss {curve.train_loss[-1]:.4f}, "
+        say(f"{unit} {step}: loss {curve.train_loss[-1]:.4f}, "
             f"validation loss {val_loss:.4f}, accuracy {val_accuracy:.4f}")
         watched = val_loss if stop_on == "loss" else val_accuracy
-        if stopper is not None and stopper.update(epoch + 1, watched, model):
-            say(f"validation {stop_on} not improved for {patience} epochs; keeping epoch "
+        if stopper is not None and stopper.update(step, watched, model):
+            say(f"validation {stop_on} not improved for {patience} rounds; keeping {unit} "
                 f"{stopper.best_step}")
             break
     if stopper is not None:
@@ -114,10 +163,10 @@ def validation_scores(model: EncoderClassifier, data: Encoded | None,
     device = next(model.parameters()).device
     model.eval()
     total, right = 0.0, 0
-    for start in range(0, len(data), batch_size):
-        ids, mask = _trim(data.ids[start:start + batch_size], data.mask[start:start + batch_size])
+    for idx in _by_length(data, batch_size):
+        ids, mask = _trim(data.ids[idx], data.mask[idx])
         logits = model(ids.to(device), mask.to(device))
-        labels = data.labels[start:start + batch_size].to(device)
+        labels = data.labels[idx].to(device)
         total += float(nn.functional.cross_entropy(logits, labels, reduction="sum"))
         right += int((logits.argmax(1) == labels).sum())
     return total / len(data), right / len(data)
@@ -128,16 +177,21 @@ def predict(model: EncoderClassifier, data: Encoded, batch_size: int = 128) -> t
     """Predicted labels ``[N]`` (on CPU)."""
     device = next(model.parameters()).device
     model.eval()
-    out = []
-    for start in range(0, len(data), batch_size):
-        ids, mask = _trim(data.ids[start:start + batch_size], data.mask[start:start + batch_size])
-        out.append(model(ids.to(device), mask.to(device)).argmax(1).cpu())
-    return torch.cat(out) if out else torch.empty(0, dtype=torch.long)
+    out = torch.empty(len(data), dtype=torch.long)
+    for idx in _by_length(data, batch_size):
+        ids, mask = _trim(data.ids[idx], data.mask[idx])
+        out[idx] = model(ids.to(device), mask.to(device)).argmax(1).cpu()
+    return out
 
 
 def accuracy(model: EncoderClassifier, data: Encoded) -> float:
     """Share of correctly predicted labels."""
     return float((predict(model, data) == data.labels.cpu()).float().mean())
+
+
+def _by_length(data: Encoded, batch_size: int) -> list[torch.Tensor]:
+    """Evaluation batches of texts of similar length (less padding; scores do not depend on it)."""
+    return list(torch.argsort(data.mask.sum(1), stable=True).split(batch_size))
 
 
 def _trim(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,6 +20,12 @@ IDS_REASON = ("the obfuscated id stream is deterministic: every occurrence of a 
               "id, so token frequencies and co-occurrences cross unchanged (a substitution cipher "
               "that the (k, ε) of the tables does not cover)")
 LABELS_REASON = "task labels are sent to the server in plaintext for fine-tuning"
+HIDDEN_REASON = ("ObfusLM+ sends the whole model transformed over its hidden dimension (k*, ε*): "
+                 "LayerNorm gains and biases cannot be mixed, only permuted by the secret σ*, so "
+                 "matching them with the public model's recovers σ* exactly and the (k*, ε*) of "
+                 "the dimension mixing does not hold for the model as sent; the client's tokens "
+                 "stay covered by the tables' entry, as these layers are computed from the "
+                 "obfuscated table, public weights and fresh noise only")
 
 
 class ObfuscationParams(dpkit.Params):
@@ -31,6 +37,8 @@ class ObfuscationParams(dpkit.Params):
     calibration: Literal["exact", "faithful"] = Field(
         "exact", description="exact: one Laplace scale per cluster from the true L1 sensitivity "
         "(ε holds); faithful: the paper's per-row scale (ledger ε = ∞)")
+    mix: bool = Field(True, description="False: permutation only, no WeightSynth (the noiseless "
+                      "ceiling: rows stay the original embeddings; ledger ε = ∞)")
     plus: bool = Field(False, description="ObfusLM+: also obfuscate the hidden dimension (Eq. 2)")
     k_star: int = Field(10, ge=1, le=1024, description="ObfusLM+ cluster size over hidden dims")
     epsilon_star: float = Field(3.0, gt=0.0, le=100.0, description="ObfusLM+ WeightSynth ε*")
@@ -39,7 +47,7 @@ class ObfuscationParams(dpkit.Params):
 def obfuscation_knowledge(p: ObfuscationParams) -> dict:
     """The public algorithm parameters an attacker is assumed to know."""
     return {"k": p.k, "beta": p.beta, "epsilon": p.epsilon, "calibration": p.calibration,
-            "plus": p.plus, "k_star": p.k_star, "epsilon_star": p.epsilon_star}
+            "mix": p.mix, "plus": p.plus, "k_star": p.k_star, "epsilon_star": p.epsilon_star}
 
 
 def obfuscate_model(ctx, server: torch.nn.Module, table: torch.Tensor, head: torch.Tensor | None,
@@ -49,17 +57,18 @@ def obfuscate_model(ctx, server: torch.nn.Module, table: torch.Tensor, head: tor
     started = time.perf_counter()
     gen = ctx.generator("obfuslm.obfuscate")
     tables = obfuscate_tables(table, head, k=p.k, beta=p.beta, epsilon=p.epsilon, generator=gen,
-                              calibration=p.calibration)
-    guarantee = tables.guarantee()
+                              calibration=p.calibration, mix=p.mix)
     install_tables(server, tables)
-    sizes = tables.clusters.sizes.float()
-    w = tables.weights
-    metrics = {"k_achieved": float(guarantee.k_achieved),
-               "share_below_k": guarantee.share_below_k,
-               "anonymity_epsilon": guarantee.epsilon,
+    clusters, w = tables.clusters, tables.weights
+    sizes = clusters.sizes.float()
+    real = w.clusters.members >= 0
+    metrics = {"k_achieved": float(clusters.k_achieved),
+               "share_below_k": clusters.share_below_k,
+               "anonymity_epsilon": tables.epsilon,
                "clusters": float(sizes.numel()), "mean_cluster_size": float(sizes.mean()),
                "singleton_share": float((sizes == 1).sum()) / table.shape[0],
-               "mean_noise_scale": float(w.noise_scale[w.clusters.members >= 0].mean())}
+               "mean_noise_scale": float(w.noise_scale[real].mean()),
+               "paper_noise_scale": float(w.paper_scale[real].mean())}
     if p.plus:
         key = hidden_key(tables.embeddings, k=p.k_star, beta=p.beta, epsilon=p.epsilon_star,
                          generator=gen)
@@ -68,7 +77,7 @@ def obfuscate_model(ctx, server: torch.nn.Module, table: torch.Tensor, head: tor
                         "plus_epsilon": key.epsilon})
     metrics["obfuscate_s"] = time.perf_counter() - started
     ctx.say(f"obfuscated {table.shape[0]} rows into {sizes.numel()} clusters "
-            f"(achieved k={guarantee.k_achieved}, {guarantee.share_below_k:.1%} below k)")
+            f"(achieved k={clusters.k_achieved}, {clusters.share_below_k:.1%} below k)")
     return tables, metrics
 
 
@@ -86,10 +95,22 @@ def releases(tables: ObfuscatedTables | None, p: ObfuscationParams | None, n_ids
     else:
         out.append(Release("tables", tables.guarantee(), f"obfuslm tables (k={p.k}, "
                            f"eps={p.epsilon}, {p.calibration} noise; per token)", unit="send"))
+        if p.plus:
+            out.append(Release.uncovered("hidden_layers", HIDDEN_REASON, unit="send"))
         out.append(Release.uncovered("token_ids", IDS_REASON, count=max(1, n_ids), unit="element"))
     if n_labels:
         out.append(Release.uncovered("labels", LABELS_REASON, count=n_labels))
     return out
+
+
+def send_model(wire: dpkit.Wire, server: torch.nn.Module, p: ObfuscationParams) -> None:
+    """Send what the server receives: the input table it holds and, for ObfusLM+, every other
+    parameter of the model (all transformed over the hidden dimension), flattened into one."""
+    table = server.get_input_embeddings().weight
+    wire.send("tables", table.detach())
+    if p.plus:
+        layers = [t.detach().reshape(-1) for t in server.parameters() if t is not table]
+        wire.send("hidden_layers", torch.cat(layers))
 
 
 def public_documents(ctx, dataset: str | None, params: dict, fallback: list[str],

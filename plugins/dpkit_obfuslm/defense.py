@@ -23,6 +23,7 @@ from dpkit_obfuslm.common import (
     obfuscation_knowledge,
     public_documents,
     releases,
+    send_model,
 )
 from dpkit_obfuslm.obfuscate import VocabKey
 
@@ -50,6 +51,15 @@ class TrainParams(dpkit.Params):
                                     "fine-tuning curve, as a share of max_train (the train "
                                     "split's next texts; taken off the fine-tuning texts where "
                                     "the split has too few)")
+    validation_size: int | None = Field(None, ge=1, description="validation texts (overrides "
+                                        "validation_share; taken the same way)")
+    validate_every: int | None = Field(None, ge=1, description="validate (and count patience) "
+                                       "after every this many training texts, across epochs, "
+                                       "instead of once an epoch: the same stopping rule at "
+                                       "every training budget")
+    group_by_length: bool = Field(False, description="batch texts of similar length together "
+                                  "(random windows of 8 batches sorted by length, batches "
+                                  "shuffled): less padding, same kind of random batches")
     max_test: int | None = Field(None, ge=1, description="cap on inference texts")
     public_dataset: str | None = Field(None, description="attacker's public corpus (registered "
                                        "dataset); default: held-out part of the train split")
@@ -73,12 +83,12 @@ def _split(ctx, p: TrainParams):
     n_public = 0 if p.public_dataset else int(len(train) * p.public_share)
     available = len(train) - n_public
     wanted = available if p.max_train is None else min(p.max_train, available)
-    n_val = math.ceil(p.validation_share * wanted)
+    n_val = p.validation_size or math.ceil(p.validation_share * wanted)
     n_train = min(wanted, available - n_val)
     if n_train < 2:
         raise ValueError(f"obfuslm: {available} train texts leave {n_train} to fine-tune on after "
                          f"{n_val} validation texts; use a larger dataset or a smaller "
-                         "validation_share / public_share")
+                         "validation_size / validation_share / public_share")
     n_test = len(test) if p.max_test is None else min(p.max_test, len(test))
     held_out = train.texts[len(train) - n_public:] if n_public else []
     val = slice(n_train, n_train + n_val)
@@ -128,8 +138,8 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     p, model, wire = defense.params, ctx.model, ctx.wire
     st = _prepared(defense, ctx, obfuscation)
     metrics = dict(st.metrics)
-    if st.tables is not None:
-        wire.send("tables", st.tables.embeddings)
+    if obfuscation is not None:
+        send_model(wire, st.server, obfuscation)
     splits = (("train", st.train), ("validation", st.validation), ("test", st.test))
     for name, split in splits:
         wire.send("token_ids", split.ids, rows=split.mask, observe=f"{name}_ids",
@@ -148,17 +158,20 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
         torch.manual_seed(ctx.numpy_seed("obfuslm.dropout"))
         curve = fine_tune(classifier, st.train, epochs=p.epochs, batch_size=p.batch_size,
                           lr=p.lr, head_lr=p.head_lr, generator=gen, say=ctx.say,
-                          validation=st.validation, patience=p.patience, stop_on=p.stop_on)
+                          validation=st.validation, patience=p.patience, stop_on=p.stop_on,
+                          group_by_length=p.group_by_length, validate_every=p.validate_every)
     metrics.update(train_loss=curve.final_train, train_s=time.perf_counter() - started,
                    train_examples=float(len(st.train)),
                    validation_examples=float(len(st.validation)))
+    metrics.update(_epochs(curve, p, len(st.train)))
     predictions = predict(classifier, st.test)
     wire.reply("predictions", predictions)
     metrics["accuracy"] = float((predictions == st.test.labels.cpu()).float().mean())
     wire.derive("token_ids", lambda *parts: _documents(*parts)[: p.attack_docs],
                 *(f"{name}_{part}" for name, _ in splits for part in ("ids", "mask")))
     weight = st.server.get_input_embeddings().weight.detach()
-    wire.derive("obfuscated_table", lambda *_: weight, "token_ids")  # the server's own model
+    wire.derive("obfuscated_table", lambda *_: weight, "token_ids",
+                server_state={"fine-tuned server model": weight})
     truth = [st.key.decode(ids) for ids in wire.observed["token_ids"]]
     public = public_documents(ctx, p.public_dataset, p.public_params, st.held_out, p.public_max)
     public_ids = st.client.original_ids(public).documents() if public else []
@@ -167,6 +180,16 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     result = dpkit.DefenseResult(metrics=metrics, view=view, wire_bytes=wire.summary())
     attach_curves(result, [curve])
     return result
+
+
+def _epochs(curve, p: TrainParams, n_train: int) -> dict[str, float]:
+    """Epochs trained and, with patience, the epoch of the kept model (fractional when the
+    server validates every ``validate_every`` texts)."""
+    per_round = (p.validate_every or n_train) / n_train
+    out = {"epochs_trained": min(len(curve.steps) * per_round, float(p.epochs))}
+    if curve.best_step is not None:
+        out["best_epoch"] = curve.best_step * per_round
+    return out
 
 
 def _documents(*parts: torch.Tensor) -> list[torch.Tensor]:

@@ -23,6 +23,7 @@ from dpkit_obfuslm.common import (
     obfuscate_model,
     obfuscation_knowledge,
     releases,
+    send_model,
 )
 from dpkit_obfuslm.obfuscate import VocabKey
 from dpkit_obfuslm.scoring import rouge_l
@@ -157,7 +158,7 @@ class ObfusLMGenerate(dpkit.Component):
         st = self._prepared(ctx)
         metrics, key, client, prompts = dict(st.metrics), st.key, st.client, st.prompts
         if st.tables is not None:
-            wire.send("tables", st.tables.embeddings)
+            send_model(wire, st.server, p)
         train_ids = wire.send("token_ids", st.train.ids, rows=st.train.mask)
         train_mask = wire.send("mask", st.train.mask)
         validation = Encoded(wire.send("token_ids", st.validation.ids, rows=st.validation.mask),
@@ -184,7 +185,8 @@ class ObfusLMGenerate(dpkit.Component):
         sent = wire.derive("token_ids", lambda a, b: list(torch.cat([a, b], 1)),
                            "prompts", "completions")
         weight = server.get_input_embeddings().weight.detach()
-        wire.derive("obfuscated_table", lambda *_: weight, "token_ids")  # the server's own model
+        wire.derive("obfuscated_table", lambda *_: weight, "token_ids",
+                    server_state={"fine-tuned server model": weight})
         view = build_view(wire, [key.decode(s) for s in sent], st.table, [],
                           model.special_token_ids(), obfuscation_knowledge(p) if p.obfuscate else {},
                           key.forward)

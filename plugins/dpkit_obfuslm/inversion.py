@@ -29,7 +29,7 @@ def own_clusters(table: torch.Tensor, k: int, beta: float,
 def training_pairs(table: torch.Tensor, obf: dict, draws: int,
                    generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Obfuscated rows (in original token order) and their original rows, ``draws`` times over."""
-    if not obf:
+    if not obf or not obf.get("mix", True):  # plaintext, or rows left unmixed
         return table, table
     key, clusters = own_clusters(table, obf["k"], obf["beta"], generator)
     permuted = key.permute_rows(table)

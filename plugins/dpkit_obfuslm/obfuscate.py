@@ -12,10 +12,17 @@ from dataclasses import dataclass
 
 import torch
 
-from dpkit.accounting import KAnonymityGuarantee
+from dpkit.accounting import KAnonymityGuarantee, NoGuarantee
 from dpkit.base.cache import cached
-from dpkit_obfuslm.cluster import Clusters, embed_cluster
+from dpkit_obfuslm.cluster import Clusters, embed_cluster, members_from_labels
 from dpkit_obfuslm.synth import SynthWeights, weight_synth
+
+FAITHFUL_REASON = ("obfuslm tables with the paper's per-row Laplace scale (max u − min u of each "
+                   "row, over ε): members of a cluster get noise of different scales, so the "
+                   "likelihood ratio of their released rows is unbounded — no finite ε")
+UNMIXED_REASON = ("obfuslm tables without WeightSynth (permutation only, the ε → ∞ limit): every "
+                  "row is its token's original embedding, so KNN against the public table "
+                  "recovers each token")
 
 
 @dataclass(frozen=True)
@@ -58,17 +65,29 @@ class ObfuscatedTables:
     embeddings: torch.Tensor            # [V, d], rows in obfuscated-id order
     head: torch.Tensor | None           # [V, d] LM head rows (None for encoders)
     weights: SynthWeights
+    mixed: bool = True                  # False: permutation only, no WeightSynth
 
     @property
     def clusters(self) -> Clusters:
         """The clusters of obfuscated ids."""
         return self.weights.clusters
 
-    def guarantee(self) -> KAnonymityGuarantee:
-        """(k, ε)-anonymity with the k actually achieved and the ε that holds."""
+    @property
+    def epsilon(self) -> float:
+        """The ε that holds within each cluster (∞ for the paper's scale and for unmixed rows)."""
+        return self.weights.epsilon if self.mixed else float("inf")
+
+    def guarantee(self) -> KAnonymityGuarantee | NoGuarantee:
+        """(k, ε)-anonymity with the k actually achieved and the ε that holds; a NoGuarantee
+        saying why where ε is infinite (the paper's per-row scale, or no mixing at all)."""
         c = self.clusters
+        if not self.mixed:
+            return NoGuarantee(UNMIXED_REASON)
+        if self.epsilon == float("inf"):
+            return NoGuarantee(f"{FAITHFUL_REASON} (k requested {c.k_requested}, achieved "
+                               f"{c.k_achieved}, {c.share_below_k:.1%} of rows below k)")
         return KAnonymityGuarantee(k_requested=c.k_requested, k_achieved=c.k_achieved,
-                                   share_below_k=c.share_below_k, epsilon=self.weights.epsilon)
+                                   share_below_k=c.share_below_k, epsilon=self.epsilon)
 
 
 def cached_clusters(emb: torch.Tensor, k: int, beta: float, chunk_rows: int) -> Clusters:
@@ -89,15 +108,18 @@ def _cluster_parts(emb: torch.Tensor, k: int, beta: float, chunk_rows: int) -> d
 
 def obfuscate_tables(embeddings: torch.Tensor, head: torch.Tensor | None, *, k: int, beta: float,
                      epsilon: float, generator: torch.Generator, calibration: str = "exact",
-                     permute: bool = True, chunk_rows: int = 1024) -> ObfuscatedTables:
-    """Permute, cluster (Alg. 1) and synthesize (Alg. 2) the input embeddings and LM head."""
+                     permute: bool = True, mix: bool = True,
+                     chunk_rows: int = 1024) -> ObfuscatedTables:
+    """Permute, cluster (Alg. 1) and synthesize (Alg. 2) the input embeddings and LM head;
+    ``mix=False`` stops after the permutation (every row its own cluster: the noiseless ceiling)."""
     n = embeddings.shape[0]
     key = VocabKey.random(n, generator) if permute else VocabKey.identity(n)
     emb = key.permute_rows(embeddings.detach().float())
-    clusters = cached_clusters(emb, k, beta, chunk_rows)
+    clusters = (cached_clusters(emb, k, beta, chunk_rows) if mix
+                else members_from_labels(torch.arange(n, device=emb.device), k))
     weights = weight_synth(emb, clusters, epsilon, generator, calibration)
     new_head = None if head is None else weights.apply(key.permute_rows(head.detach().float()))
-    return ObfuscatedTables(key, weights.apply(emb), new_head, weights)
+    return ObfuscatedTables(key, weights.apply(emb), new_head, weights, mix)
 
 
 def install_tables(model: torch.nn.Module, tables: ObfuscatedTables) -> None:

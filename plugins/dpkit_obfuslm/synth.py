@@ -25,6 +25,7 @@ class SynthWeights:
     clusters: Clusters
     weights: torch.Tensor       # [C, k_max, k_max], rows sum to 1 over valid members
     noise_scale: torch.Tensor   # [C, k_max] Laplace scale used for each member's row
+    paper_scale: torch.Tensor   # [C, k_max] the paper's per-row scale (max u − min u)/ε, for reference
     sensitivity: torch.Tensor   # [C] exact shift-invariant L1 sensitivity Δ_S of the log-weights
     epsilon: float              # ε that holds within every cluster (inf for the faithful scale)
 
@@ -113,4 +114,4 @@ def weight_synth(x: torch.Tensor, clusters: Clusters, epsilon: float, generator:
     weights = torch.softmax(u + noise.to(u.device), dim=2)
     pair = valid.unsqueeze(2) & valid.unsqueeze(1)
     weights = weights.masked_fill(~pair, 0.0)
-    return SynthWeights(clusters, weights, scale, sensitivity, achieved)
+    return SynthWeights(clusters, weights, scale, row_range / epsilon, sensitivity, achieved)

@@ -70,7 +70,8 @@ _OBFUS_ATTACK = ("attacks the ObfusLM server view (obfuscated model, permuted id
                  "tests/plugins/obfuslm")
 EXEMPT: dict[tuple[str, str], str] = {
     **{("defense", n): _DPED for n in ("dped", "dped_dpsgd", "dped_nonprivate",
-                                        "dped_nonprivate_sgd", "dped_pate", "dped_public")},
+                                        "dped_nonprivate_sgd", "dped_pate", "dped_public",
+                                        "dped_public_sgd")},
     **{("attack", n): _OBFUS_ATTACK for n in ("knn_plus", "learned_inversion",
                                                "token_frequency")},
 }

@@ -41,6 +41,20 @@ def make_ctx(model, dataset, seed: int = 0) -> RunContext:
                       ledger=Ledger(delta=1e-5), registry=get_registry())
 
 
+def run_defense(name: str, params: dict, model, data):
+    """Build the registered defense ``name`` and run it in a fresh context: (result, ctx)."""
+    ctx = make_ctx(model, data)
+    return get_registry().build("defense", name, params).run(ctx), ctx
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    """A tiny BERT-style encoder (hidden size 32)."""
+    from dpkit.models import tiny_encoder
+
+    return tiny_encoder(hidden_size=32)
+
+
 @pytest.fixture(autouse=True)
 def one_thread():
     """Two threads on a loaded 2-core machine thrash; run these small workloads on one."""

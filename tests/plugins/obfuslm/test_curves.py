@@ -13,30 +13,19 @@ from dpkit_obfuslm.inversion import CURVE_POINTS, train_inverter
 from dpkit_obfuslm.obfuscate import VocabKey
 
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.models import tiny_causal, tiny_encoder
-from dpkit.contract.plugins import get_registry
+from dpkit.models import tiny_causal
 from dpkit.ml.training import TrainingCurve
-from tests.plugins.obfuslm.conftest import make_ctx
 from dpkit.contract.attacks import run_attack
+from tests.plugins.obfuslm.conftest import run_defense
 
 CONVERGENCE = {"converged", "curves_not_converged", "train_loss_final", "val_loss_final"}
 OBFUS = {"k": 5, "beta": 0.9, "epsilon": 0.5, "epochs": 3, "batch_size": 32}
 
 
-@pytest.fixture(scope="module")
-def encoder():
-    return tiny_encoder(hidden_size=32)
-
-
-def _run(name, params, model, data):
-    ctx = make_ctx(model, data)
-    return get_registry().build("defense", name, params).run(ctx), ctx
-
-
 @pytest.mark.parametrize("name", ["obfuslm", "obfuslm_plaintext"])
 def test_fine_tuning_records_a_validated_curve(encoder, corpus, name):
     params = OBFUS if name == "obfuslm" else {"epochs": 3, "batch_size": 32}
-    result, ctx = _run(name, params, encoder, corpus)
+    result, ctx = run_defense(name, params, encoder, corpus)
     (raw,) = result.training_curves
     curve = TrainingCurve.from_dict(raw)
     assert curve.component == "server fine-tuning" and curve.steps == [1, 2, 3]
@@ -50,7 +39,7 @@ def test_fine_tuning_records_a_validated_curve(encoder, corpus, name):
 
 
 def test_validation_comes_after_the_capped_training_texts(encoder, corpus):
-    result, ctx = _run("obfuslm_plaintext", {"epochs": 2, "max_train": 50}, encoder, corpus)
+    result, ctx = run_defense("obfuslm_plaintext", {"epochs": 2, "max_train": 50}, encoder, corpus)
     assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (50, 5)
     client = ObfusClient(encoder, VocabKey.identity(encoder.vocab_size), 64)
     expected = client.tokenize(corpus["train"].texts[50:55])  # the texts right after training's
@@ -64,15 +53,15 @@ def test_fine_tuning_validation_never_reads_test_data(encoder, corpus):
     flipped = TextDataset(corpus.name, {"train": corpus["train"],
                                         "test": TextSplit(test.texts, [1 - y for y in test.labels])},
                           label_names=corpus.label_names)
-    one, _ = _run("obfuslm", OBFUS, encoder, corpus)
-    two, _ = _run("obfuslm", OBFUS, encoder, flipped)
+    one, _ = run_defense("obfuslm", OBFUS, encoder, corpus)
+    two, _ = run_defense("obfuslm", OBFUS, encoder, flipped)
     assert one.training_curves == two.training_curves
     assert one.metrics["accuracy"] == pytest.approx(1 - two.metrics["accuracy"])
 
 
 def test_too_few_texts_for_validation_is_explained(encoder, corpus_factory):
     with pytest.raises(ValueError, match="validation_share"):
-        _run("obfuslm_plaintext", {"public_share": 0.0, "validation_share": 0.4},
+        run_defense("obfuslm_plaintext", {"public_share": 0.0, "validation_share": 0.4},
              encoder, corpus_factory(3))
 
 
@@ -89,7 +78,7 @@ def test_inverter_curve_points_and_held_out_draw(encoder, steps, points):
 
 
 def test_learned_inversion_reports_its_convergence(encoder, corpus):
-    result, ctx = _run("obfuslm", OBFUS, encoder, corpus)
+    result, ctx = run_defense("obfuslm", OBFUS, encoder, corpus)
     scores = run_attack(LearnedInversion(LearnedInversion.Params(steps=10, draws=1, hidden=32)),
                         result.view, ctx)
     assert {f"inv_{k}" for k in CONVERGENCE} <= set(scores)
@@ -100,7 +89,7 @@ def test_lora_fine_tuning_records_a_validated_curve(corpus_factory):
     data = corpus_factory(60, seed=1)
     params = {"k": 5, "beta": 0.9, "steps": 4, "max_train": 20, "prompt_tokens": 5,
               "new_tokens": 4, "n_eval": 2}
-    result, ctx = _run("obfuslm_generate", params, tiny_causal(hidden_size=32), data)
+    result, ctx = run_defense("obfuslm_generate", params, tiny_causal(hidden_size=32), data)
     (curve,) = (TrainingCurve.from_dict(c) for c in result.training_curves)
     assert curve.component == "LoRA fine-tuning" and curve.steps == [1, 2, 3, 4]
     assert all(math.isfinite(v) for v in curve.train_loss + curve.val_loss)
@@ -115,7 +104,7 @@ def test_patience_stops_fine_tuning_on_validation(encoder, corpus, monkeypatch):
 
     losses = iter([0.9, 0.4, 0.6, 0.7, 0.1])  # best at epoch 2, then two worse: stop at 4
     monkeypatch.setattr(classify, "validation_scores", lambda model, data: (next(losses), 0.5))
-    result, _ = _run("obfuslm_plaintext", {"epochs": 5, "batch_size": 32, "patience": 2},
+    result, _ = run_defense("obfuslm_plaintext", {"epochs": 5, "batch_size": 32, "patience": 2},
                      encoder, corpus)
     (raw,) = result.training_curves
     assert raw["steps"] == [1, 2, 3, 4] and raw["best_step"] == 2 and raw["stopped_early"]
@@ -125,8 +114,8 @@ def test_patience_stops_fine_tuning_on_validation(encoder, corpus, monkeypatch):
 
 
 def test_bf16_autocast_trains_to_a_similar_model(encoder, corpus):
-    fp32, _ = _run("obfuslm_plaintext", {"epochs": 2, "batch_size": 32}, encoder, corpus)
-    bf16, _ = _run("obfuslm_plaintext", {"epochs": 2, "batch_size": 32, "precision": "bf16"},
+    fp32, _ = run_defense("obfuslm_plaintext", {"epochs": 2, "batch_size": 32}, encoder, corpus)
+    bf16, _ = run_defense("obfuslm_plaintext", {"epochs": 2, "batch_size": 32, "precision": "bf16"},
                    encoder, corpus)
     a, b = fp32.training_curves[0]["train_loss"], bf16.training_curves[0]["train_loss"]
     assert a != b  # the body really ran in bfloat16
@@ -139,8 +128,59 @@ def test_patience_on_validation_accuracy(encoder, corpus, monkeypatch):
 
     scores = iter([(0.5, 0.6), (0.6, 0.7), (0.7, 0.7), (0.8, 0.8)])  # a tie is no improvement
     monkeypatch.setattr(classify, "validation_scores", lambda model, data: next(scores))
-    result, _ = _run("obfuslm_plaintext", {"epochs": 4, "batch_size": 32, "patience": 1,
+    result, _ = run_defense("obfuslm_plaintext", {"epochs": 4, "batch_size": 32, "patience": 1,
                                            "stop_on": "accuracy"}, encoder, corpus)
     (raw,) = result.training_curves
     assert raw["steps"] == [1, 2, 3] and raw["best_step"] == 2
     assert raw["val_metric_name"] == "accuracy" and raw["val_metric"] == [0.6, 0.7, 0.7]
+
+
+def test_length_grouped_batches_cover_every_text_once_with_less_padding():
+    from dpkit_obfuslm.classify import Encoded, epoch_batches
+
+    lengths = torch.randint(3, 48, (1000,), generator=torch.Generator().manual_seed(0))
+    mask = (torch.arange(48).unsqueeze(0) < lengths.unsqueeze(1)).long()
+    data = Encoded(torch.zeros_like(mask), mask)
+    plain = epoch_batches(data, 32, torch.Generator().manual_seed(1))
+    grouped = epoch_batches(data, 32, torch.Generator().manual_seed(1), group_by_length=True)
+    for batches in (plain, grouped):
+        assert sorted(torch.cat(batches).tolist()) == list(range(1000))
+        assert max(len(b) for b in batches) == 32
+    def padded(batches):
+        return sum(len(b) * int(lengths[b].max()) for b in batches)
+    assert padded(grouped) < 0.8 * padded(plain)
+    again = epoch_batches(data, 32, torch.Generator().manual_seed(2), group_by_length=True)
+    assert [b.tolist() for b in again] != [b.tolist() for b in grouped]  # still random
+
+
+def test_validation_size_sets_the_number_of_validation_texts(encoder, corpus):
+    result, ctx = run_defense("obfuslm_plaintext", {"epochs": 1, "max_train": 50, "validation_size": 20,
+                                             "group_by_length": True}, encoder, corpus)
+    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (50, 20)
+    assert ctx.wire.units["labels"] == 70
+
+
+def test_validation_rounds_span_epochs_and_keep_every_batch():
+    from dpkit_obfuslm.classify import Encoded, validation_rounds
+
+    data = Encoded(torch.zeros(100, 4, dtype=torch.long), torch.ones(100, 4, dtype=torch.long))
+    by_epoch = list(validation_rounds(data, 3, 10, torch.Generator().manual_seed(0)))
+    by_texts = list(validation_rounds(data, 3, 10, torch.Generator().manual_seed(0), every=40))
+    assert [sum(len(b) for b in r) for r in by_epoch] == [100, 100, 100]
+    assert [sum(len(b) for b in r) for r in by_texts] == [40, 40, 40, 40, 40, 40, 40, 20]
+    flat = lambda rounds: [b.tolist() for r in rounds for b in r]  # noqa: E731
+    assert flat(by_texts) == flat(by_epoch)  # the same batches, validated at other points
+
+
+def test_validating_every_epoch_of_texts_is_the_epoch_rule(encoder, corpus):
+    base = {"epochs": 3, "batch_size": 32, "patience": 3, "stop_on": "accuracy"}
+    epochs, _ = run_defense("obfuslm", {**OBFUS, **base}, encoder, corpus)
+    texts, _ = run_defense("obfuslm", {**OBFUS, **base, "validate_every": 115}, encoder, corpus)
+    a, b = epochs.training_curves[0], texts.training_curves[0]
+    assert (a["train_loss"], a["val_loss"]) == (b["train_loss"], b["val_loss"])
+    assert a["unit"] == "epoch" and b["unit"] == "round of 115 texts"
+    quarter, _ = run_defense("obfuslm", {**OBFUS, **base, "validate_every": 29}, encoder, corpus)
+    steps = quarter.training_curves[0]["steps"]
+    assert len(steps) > 3 and quarter.metrics["epochs_trained"] <= 3
+    assert quarter.metrics["best_epoch"] == pytest.approx(
+        quarter.training_curves[0]["best_step"] * 29 / 115)

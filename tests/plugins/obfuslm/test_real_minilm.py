@@ -40,3 +40,18 @@ def test_real_table_obfuscation_hides_most_tokens_from_knn(minilm):
         assert bool((guess[alone, 0] == ids[alone]).all())
     assert tables.guarantee().share_below_k == pytest.approx(tables.clusters.share_below_k)
     assert float(below.float().mean()) < 0.5
+
+
+def test_real_norm_gains_give_obfuslm_plus_sigma_star_away(minilm):
+    """Why ObfusLM+'s second synthesis is recorded with ε = ∞: on the real model every hidden
+    dimension's LayerNorm gains are distinct, so the released (permuted) gains name σ*."""
+    import copy
+
+    from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
+    from tests.plugins.obfuslm.test_hidden import recover_sigma_from_norm_gains
+
+    released = copy.deepcopy(minilm.server)
+    key = hidden_key(minilm.embedding_table, k=10, beta=0.99, epsilon=3.0,
+                     generator=torch.Generator().manual_seed(0))
+    obfuscate_hidden(released, key)
+    assert torch.equal(recover_sigma_from_norm_gains(minilm.server, released), key.source)
