@@ -15,7 +15,7 @@ evaluates the untrained model as epoch 0, so a model that only gets worse keeps 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,12 +41,15 @@ class Validation:
         return self.metric
 
 
-def fit_epochs(curve: TrainingCurve, epochs: int, train_epoch: Callable[[int], float],
+def fit_epochs(curve: TrainingCurve, epochs: int | Iterable[Any], train_epoch: Callable[[Any], float],
                validate: Callable[[], Validation] | None = None, *,
                modules: Sequence[Any] = (), patience: int | None = None, watch: str = "loss",
                min_delta: float = 0.0, start: Callable[[], Validation] | None = None,
                ) -> TrainingCurve:
     """Run up to ``epochs`` epochs (numbered from 1), recording each on ``curve``; see the module.
+
+    ``epochs`` is a count (``train_epoch`` gets the epoch's number) or the rounds themselves, e.g.
+    a generator of batch lists (``train_epoch`` gets each round; the curve numbers them from 1).
 
     ``watch`` is ``"loss"`` (lower is better) or ``"metric"`` (higher is better, e.g. AUC).
     With ``patience`` the best epoch's parameters of ``modules`` are restored at the end and the
@@ -64,8 +67,9 @@ def fit_epochs(curve: TrainingCurve, epochs: int, train_epoch: Callable[[int], f
         curve.add(0, first.train, first.loss, first.metric)
         if stopper is not None:
             stopper.update(0, first.watched(watch), *modules)
-    for epoch in range(1, epochs + 1):
-        train = train_epoch(epoch)
+    rounds = range(1, epochs + 1) if isinstance(epochs, int) else epochs
+    for epoch, item in enumerate(rounds, start=1):
+        train = train_epoch(item)
         seen = validate() if validate is not None else Validation()
         curve.add(epoch, train, seen.loss, seen.metric)
         if stopper is not None and stopper.update(epoch, seen.watched(watch), *modules):

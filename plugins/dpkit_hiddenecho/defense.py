@@ -14,7 +14,7 @@ from dpkit.ml.metrics import accuracy, auc
 from dpkit.contract.releases import declare_releases
 from dpkit.ml.training import attach_curves
 from dpkit.release.wire import DOWN
-from dpkit_attacks import knn_recovery
+from dpkit.text.recovery import knn_recovery
 from dpkit_hiddenecho.data import (
     batches,
     hold_out,
@@ -61,10 +61,10 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
                       reduce_on_server=False, denoise=False)
 
     def _prepared(self, ctx) -> SimpleNamespace:
-        """Mechanism, space, texts and token ids for ``ctx``, computed once per context."""
-        state = getattr(self, "_state", None)
-        if state is not None and state.ctx is ctx:
-            return state
+        """Mechanism, space, texts and token ids for ``ctx``, computed once per run."""
+        return ctx.prepared(self, lambda: self._prepare(ctx))
+
+    def _prepare(self, ctx) -> SimpleNamespace:
         p, model = self.params, ctx.model
         if model is None or not hasattr(model, "server_forward"):
             raise ValueError(f"{self.name} needs a split model (spec `model:`, e.g. minilm or "
@@ -78,9 +78,8 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
                          lambda s=s: tokenize_unpadded(model, texts[s][0], p.max_length))
                for s in texts}  # the same texts for every seed, η and ablation of a spec
         n_val = validation_size(len(ids["train"]), p.val_fraction)
-        self._state = SimpleNamespace(ctx=ctx, mechanism=mechanism, space=space,
-                                      texts=texts, ids=ids, n_val=n_val)
-        return self._state
+        return SimpleNamespace(mechanism=mechanism, space=space, texts=texts, ids=ids,
+                               n_val=n_val)
 
     def releases(self, ctx) -> list[dpkit.Release]:
         """Noisy token embeddings (η per token, reused each epoch), masks, and the gradients."""

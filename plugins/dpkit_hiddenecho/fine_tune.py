@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from dpkit.ml.metrics import auc
-from dpkit.ml.training import EarlyStopping, TrainingCurve
+from dpkit.ml.loop import Validation, fit_epochs
+from dpkit.ml.training import TrainingCurve
 from dpkit.release.wire import DOWN, UP
 from dpkit_hiddenecho.data import batches
 from dpkit_hiddenecho.params import SplitTrainingParams
@@ -46,11 +47,10 @@ class SplitFineTuning:
                      for o in optimizers]
         order = ctx.generator("hiddenecho/order", "cpu")
         curves = self.curves(proto)
-        stopper = (EarlyStopping(p.patience, mode="min" if p.stop_on == "loss" else "max")
-                   if p.patience is not None else None)
         trained = (proto.client, proto.server, proto.model.server)
         seconds, cpu = [], []
-        for epoch in range(p.epochs):
+
+        def train_epoch(epoch: int) -> float:
             proto.train(True)
             proto.wire.phase = "train"
             start, start_cpu, loss_sum = time.perf_counter(), time.process_time(), 0.0
@@ -67,18 +67,24 @@ class SplitFineTuning:
                     schedule.step()
             seconds.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
+            self.record_critics(curves, proto, epoch)
+            return loss_sum / len(split)
+
+        def validate() -> Validation:
             val_loss, val_auc = self.validate(proto, val)
-            self.record(curves, proto, epoch + 1, loss_sum / len(split), val_loss, val_auc)
-            ctx.say(f"{self.name} epoch {epoch + 1}/{p.epochs}: loss {loss_sum / len(split):.3f}, "
-                    f"validation loss {val_loss:.3f}, AUC {val_auc:.3f}, {seconds[-1]:.1f} s")
-            watched = val_loss if p.stop_on == "loss" else val_auc
-            if stopper is not None and stopper.update(epoch + 1, watched, *trained):
-                ctx.say(f"{self.name}: validation {p.stop_on} not improved for {p.patience} "
-                        f"epochs; stopping, keeping epoch {stopper.best_step}")
-                break
-        if stopper is not None:
-            stopper.restore(*trained)
-            stopper.mark(*curves.values())
+            epoch = len(curves["task"].steps) + 1
+            ctx.say(f"{self.name} epoch {epoch}/{p.epochs}: validation loss {val_loss:.3f}, "
+                    f"AUC {val_auc:.3f}, {seconds[-1]:.1f} s")
+            return Validation(loss=val_loss, metric=val_auc)
+
+        fit_epochs(curves["task"], p.epochs, train_epoch, validate, modules=trained,
+                   patience=p.patience, watch="loss" if p.stop_on == "loss" else "metric")
+        for curve in curves.values():
+            curve.best_step, curve.stopped_early = (curves["task"].best_step,
+                                                    curves["task"].stopped_early)
+        if curves["task"].stopped_early:
+            ctx.say(f"{self.name}: validation {p.stop_on} not improved for {p.patience} epochs; "
+                    f"stopped, keeping epoch {curves['task'].best_step}")
         return ({"epoch_seconds": sum(seconds) / len(seconds),
                  "epoch_cpu_seconds": sum(cpu) / len(cpu),
                  "train_examples_used": float(len(split)), "val_examples": float(len(val)),
@@ -101,11 +107,9 @@ class SplitFineTuning:
         return curves
 
     @staticmethod
-    def record(curves: dict[str, TrainingCurve], proto: SplitProtocol, epoch: int,
-               train_loss: float, val_loss: float, val_auc: float) -> None:
-        """Add one epoch's losses (and validation AUC); the critics' loss is the mean negated
-        bound over the epoch's fits."""
-        curves["task"].add(epoch, train_loss, val_loss, val_auc)
+    def record_critics(curves: dict[str, TrainingCurve], proto: SplitProtocol,
+                       epoch: int) -> None:
+        """Add one epoch's MINE critic losses: the mean negated bound over the epoch's fits."""
         for side in ("server", "client"):
             bounds = proto.critic_bounds[side]
             if side in curves:

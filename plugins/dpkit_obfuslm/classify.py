@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from dpkit.models import mean_pool
-from dpkit.ml.training import EarlyStopping, TrainingCurve
+from dpkit.ml.loop import Validation, fit_epochs
+from dpkit.ml.training import TrainingCurve
 
 
 @dataclass
@@ -116,16 +117,13 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
                          "validation texts were given")
     if stop_on not in ("loss", "accuracy"):
         raise ValueError(f"fine_tune: stop_on must be 'loss' or 'accuracy', got {stop_on!r}")
-    stopper = (EarlyStopping(patience, mode="min" if stop_on == "loss" else "max")
-               if patience is not None else None)
     opt = torch.optim.AdamW([{"params": model.body.parameters(), "lr": lr},
                              {"params": model.head.parameters(), "lr": head_lr}],
                             fused=device.type in ("cpu", "cuda"))
     loss_fn = nn.CrossEntropyLoss()
     model.train()
-    rounds = validation_rounds(data, epochs, batch_size, generator, group_by_length,
-                               validate_every)
-    for step, batches in enumerate(rounds, start=1):
+
+    def train_round(batches: list[torch.Tensor]) -> float:
         total, count = torch.zeros((), device=device), 0
         for idx in batches:
             ids, mask = _trim(data.ids[idx], data.mask[idx])
@@ -135,19 +133,22 @@ def fine_tune(model: EncoderClassifier, data: Encoded, *, epochs: int, batch_siz
             opt.step()
             total += loss.detach() * len(idx)
             count += len(idx)
+        return float(total) / count
+
+    def validate() -> Validation:
         val_loss, val_accuracy = validation_scores(model, validation)
-        curve.add(step, float(total) / count, val_loss, val_accuracy)
         model.train()
-        say(f"{unit} {step}: loss {curve.train_loss[-1]:.4f}, "
-            f"validation loss {val_loss:.4f}, accuracy {val_accuracy:.4f}")
-        watched = val_loss if stop_on == "loss" else val_accuracy
-        if stopper is not None and stopper.update(step, watched, model):
-            say(f"validation {stop_on} not improved for {patience} rounds; keeping {unit} "
-                f"{stopper.best_step}")
-            break
-    if stopper is not None:
-        stopper.restore(model)
-        stopper.mark(curve)
+        say(f"{unit} {len(curve.steps) + 1}: validation loss {val_loss:.4f}, "
+            f"accuracy {val_accuracy:.4f}")
+        return Validation(loss=val_loss, metric=val_accuracy)
+
+    fit_epochs(curve, validation_rounds(data, epochs, batch_size, generator, group_by_length,
+                                        validate_every),
+               train_round, validate, modules=(model,), patience=patience,
+               watch="loss" if stop_on == "loss" else "metric")
+    if curve.stopped_early:
+        say(f"validation {stop_on} not improved for {patience} rounds; keeping {unit} "
+            f"{curve.best_step}")
     model.eval()
     return curve
 

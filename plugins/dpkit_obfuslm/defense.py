@@ -98,10 +98,11 @@ def _split(ctx, p: TrainParams):
 
 
 def _prepared(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleNamespace:
-    """Data, the server's model copy, the obfuscated tables and the encoded splits, once per ctx."""
-    cached = getattr(defense, "_state", None)
-    if cached is not None and cached.ctx is ctx:
-        return cached
+    """Data, the server's model copy, the obfuscated tables and the encoded splits, once per run."""
+    return ctx.prepared(defense, lambda: _prepare(defense, ctx, obfuscation))
+
+
+def _prepare(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleNamespace:
     p, model = defense.params, ctx.model
     if model is None or model.causal:
         raise ValueError("obfuslm classification needs an encoder model (e.g. minilm or "
@@ -114,12 +115,11 @@ def _prepared(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleName
         tables, metrics = obfuscate_model(ctx, server, table, None, obfuscation)
     key = tables.key if tables is not None else VocabKey.identity(model.vocab_size)
     client = ObfusClient(model, key, p.max_length)
-    defense._state = SimpleNamespace(
-        ctx=ctx, server=server, table=table, tables=tables, metrics=metrics, key=key,
+    return SimpleNamespace(
+        server=server, table=table, tables=tables, metrics=metrics, key=key,
         client=client, held_out=held_out, n_labels=n_labels,
         train=client.tokenize(x_train, y_train), validation=client.tokenize(x_val, y_val),
         test=client.tokenize(x_test, y_test))
-    return defense._state
 
 
 def classification_releases(defense, ctx, obfuscation: ObfuscationParams | None) -> list:

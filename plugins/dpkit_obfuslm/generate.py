@@ -111,10 +111,10 @@ class ObfusLMGenerate(dpkit.Component):
     Params: ClassVar[type[GenerateParams]] = GenerateParams
 
     def _prepared(self, ctx) -> SimpleNamespace:
-        """The server's model copy, the obfuscated tables and the encoded texts, once per ctx."""
-        cached = getattr(self, "_state", None)
-        if cached is not None and cached.ctx is ctx:
-            return cached
+        """The server's model copy, the obfuscated tables and the encoded texts, once per run."""
+        return ctx.prepared(self, lambda: self._prepare(ctx))
+
+    def _prepare(self, ctx) -> SimpleNamespace:
         p, model = self.params, ctx.model
         if model is None or not model.causal:
             raise ValueError("obfuslm_generate needs a causal LM (smollm2-135m or tiny-causal) "
@@ -136,12 +136,10 @@ class ObfusLMGenerate(dpkit.Component):
             raise ValueError(f"obfuslm_generate: no test text has {need} tokens; lower "
                              "prompt_tokens / new_tokens or raise max_length")
         chosen = pool.ids[long_enough][: p.n_eval, :need]
-        self._state = SimpleNamespace(ctx=ctx, server=server, table=table, tables=tables,
-                                      metrics=metrics, key=key, client=client, train=train,
-                                      validation=validation,
-                                      prompts=chosen[:, : p.prompt_tokens],
-                                      reference=chosen[:, p.prompt_tokens:])
-        return self._state
+        return SimpleNamespace(server=server, table=table, tables=tables, metrics=metrics, key=key,
+                               client=client, train=train, validation=validation,
+                               prompts=chosen[:, : p.prompt_tokens],
+                               reference=chosen[:, p.prompt_tokens:])
 
     def releases(self, ctx) -> list[dpkit.Release]:
         """Tables ((k, ε)) when obfuscating, the id stream (∞: deterministic ids) and masks."""

@@ -39,15 +39,14 @@ class _SplitDefense(dpkit.Component):
     upload: ClassVar[str] = "embeddings"
 
     def _setup(self, ctx):
-        """Client and tokenized train/test splits for ``ctx``, built once per context."""
-        cached = getattr(self, "_state", None)
-        if cached is not None and cached[0] is ctx:
-            return cached[1]
+        """Client and tokenized train/test splits for ``ctx``, built once per run."""
+        return ctx.prepared(self, lambda: self._load(ctx))
+
+    def _load(self, ctx):
         p = self.params
         client = SplitClient(ctx.model, p.max_tokens)
         train = load_split(ctx, client, p.train_split, p.train_examples, p.batch_size)
         test = load_split(ctx, client, p.test_split, p.test_examples, p.batch_size)
-        self._state = (ctx, (client, train, test))
         return client, train, test
 
     def releases(self, ctx) -> list[Release]:

@@ -6,7 +6,8 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from dpkit.ml.training import EarlyStopping, TrainingCurve
+from dpkit.ml.loop import Validation, fit_epochs
+from dpkit.ml.training import TrainingCurve
 
 
 def similarity(e: torch.Tensor, e_clean: torch.Tensor) -> dict[str, float]:
@@ -40,7 +41,6 @@ def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs
     the best epoch's weights."""
     if patience is not None and (validation is None or len(validation[0]) == 0):
         raise ValueError(f"train_classifier: patience={patience} needs validation data")
-    stopper = EarlyStopping(patience) if patience is not None else None
     mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
     xs = (x - mean) / std
     seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=generator.device))
@@ -49,8 +49,8 @@ def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs
         model = DownstreamMLP(x.shape[1], n_classes)
     model = model.to(x.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
-    curve = TrainingCurve("downstream classifier")
-    for epoch in range(epochs):
+
+    def train_epoch(_epoch: int) -> float:
         order = torch.randperm(len(xs), generator=generator, device=generator.device)
         total = 0.0
         for rows in order.to(x.device).split(batch_size):
@@ -59,12 +59,11 @@ def train_classifier(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, epochs
             loss.backward()
             opt.step()
             total += float(loss.detach()) * len(rows)
-        curve.add(epoch + 1, total / len(xs), _loss(model, validation, mean, std))
-        if stopper is not None and stopper.update(epoch + 1, curve.val_loss[-1], model):
-            break
-    if stopper is not None:
-        stopper.restore(model)
-        stopper.mark(curve)
+        return total / len(xs)
+
+    curve = fit_epochs(TrainingCurve("downstream classifier"), epochs, train_epoch,
+                       lambda: Validation(loss=_loss(model, validation, mean, std)),
+                       modules=(model,), patience=patience)
     return model.eval(), mean, std, curve
 
 

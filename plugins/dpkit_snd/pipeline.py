@@ -12,7 +12,8 @@ from dpkit import DefenseResult, ServerView
 from dpkit.base.cache import process_cache
 from dpkit.ml.training import TrainingCurve, attach_curves
 from dpkit.release.wire import Wire
-from dpkit_attacks import kl_mutual_information, knn_recovery
+from dpkit.text.entropy import kl_mutual_information
+from dpkit.text.recovery import knn_recovery
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
 from dpkit_snd.privatize import token_correlation

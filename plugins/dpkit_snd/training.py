@@ -13,7 +13,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from dpkit.ml.training import EarlyStopping, TrainingCurve
+from dpkit.ml.loop import Validation, fit_epochs
+from dpkit.ml.training import TrainingCurve
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import DenoiserConfig, ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import privatize_tokens
@@ -169,11 +170,11 @@ def _fit(model: nn.Module, loss_fn, name: str, encoder: SplitClient, batches: li
         raise ValueError(f"{name}: patience={plan.patience} stops on the held-out public texts, "
                          "but none were held out; raise validation_examples or set patience to "
                          "None")
-    stopper = EarlyStopping(plan.patience) if plan.patience is not None else None
     opt = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=0.01)
     curve = TrainingCurve(name)
     model.train()
-    for epoch in range(plan.epochs):
+
+    def train_epoch(_epoch: int) -> float:
         total = torch.zeros((), device=encoder.device)
         for i in torch.randperm(len(batches), generator=generator, device=generator.device).tolist():
             loss = loss_fn(model, encoder, batches[i], mechanisms, generator)
@@ -181,17 +182,19 @@ def _fit(model: nn.Module, loss_fn, name: str, encoder: SplitClient, batches: li
             loss.backward()
             opt.step()
             total += loss.detach()
+        return float(total) / len(batches)
+
+    def validate() -> Validation:
         val = _validation_loss(model, loss_fn, encoder, validation, mechanisms, val_seed)
-        curve.add(epoch + 1, float(total) / len(batches), val)
-        say(f"{name} epoch {epoch + 1}/{plan.epochs}: mse {curve.train_loss[-1]:.5f}, "
-            f"held-out public mse {val:.5f}")
-        if stopper is not None and stopper.update(epoch + 1, val, model):
-            say(f"{name}: held-out public mse not improved for {plan.patience} epochs; keeping "
-                f"epoch {stopper.best_step}")
-            break
-    if stopper is not None:
-        stopper.restore(model)
-        stopper.mark(curve)
+        say(f"{name} epoch {len(curve.train_loss) + 1}/{plan.epochs}: held-out public mse "
+            f"{val:.5f}")
+        return Validation(loss=val)
+
+    fit_epochs(curve, plan.epochs, train_epoch, validate, modules=(model,),
+               patience=plan.patience)
+    if curve.stopped_early:
+        say(f"{name}: held-out public mse not improved for {plan.patience} epochs; keeping "
+            f"epoch {curve.best_step}")
     model.eval()
     return curve
 

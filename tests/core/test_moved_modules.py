@@ -34,7 +34,7 @@ def test_old_path_is_the_new_module(old):
 
 def test_from_import_of_an_old_path_gives_the_same_class():
     import dpkit
-    from dpkit.contract.context import RunContext  # the old path, on purpose
-    from dpkit.release.wire import Release  # the old path, on purpose
+    from dpkit.context import RunContext  # the old path, on purpose
+    from dpkit.wire import Release  # the old path, on purpose
 
     assert RunContext is dpkit.RunContext and Release is dpkit.Release

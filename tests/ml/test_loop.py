@@ -73,3 +73,16 @@ def test_mistakes_are_named():
     with pytest.raises(ValueError, match="returned none"):
         fit_epochs(TrainingCurve("toy"), 3, lambda e: 0.0, lambda: Validation(loss=1.0),
                    patience=1, watch="metric")
+
+
+def test_rounds_given_as_an_iterable_are_passed_through_and_numbered():
+    got = []
+
+    def train_round(batches):
+        got.append(batches)
+        return float(len(batches))
+
+    curve = fit_epochs(TrainingCurve("toy"), (b for b in (["a"], ["b", "c"], ["d"])), train_round,
+                       lambda: Validation(loss=1.0))
+    assert got == [["a"], ["b", "c"], ["d"]]
+    assert curve.steps == [1, 2, 3] and curve.train_loss == [1.0, 2.0, 1.0]
