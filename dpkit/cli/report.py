@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from dpkit.base.errors import DpkitError
+from dpkit.cli.run import written_files
 from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
@@ -95,8 +96,8 @@ def _report(args) -> int:
         _write_rows(rows, out)
     write_outputs(spec, _relabel_cells(spec), rows, out)
     print(render_table(spec, rows))
-    print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; outputs in "
-          f"{out}/ (results.csv, cells.csv, ledger.json, claims.json, tradeoff.png)")
+    print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
+          f"{written_files(out)}")
     return 0
 
 
