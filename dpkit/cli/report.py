@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dpkit.base.errors import DpkitError
 from dpkit.base.jsonutil import restore_floats
+from dpkit.cli.run import written_files
 from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
@@ -97,8 +98,8 @@ def _report(args) -> int:
         _write_rows(rows, out)
     write_outputs(spec, _relabel_cells(spec), rows, out)
     print(render_table(spec, rows))
-    print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; outputs in "
-          f"{out}/ (results.csv, cells.csv, ledger.json, claims.json, tradeoff.png)")
+    print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
+          f"{written_files(out)}")
     return 0
 
 

@@ -24,6 +24,14 @@ def register(sub) -> None:
     p.set_defaults(func=_run)
 
 
+def written_files(out) -> str:
+    """``outputs in OUT/ (…)`` naming only the files that exist, or that there are none."""
+    from dpkit.runner.store import WRITTEN_FILES
+
+    present = [name for name in WRITTEN_FILES if (out / name).is_file()]
+    return f"outputs in {out}/ ({', '.join(present)})" if present else f"nothing written to {out}/"
+
+
 def _run(args) -> int:
     from dpkit.report import render_table
     from dpkit.runner import run_spec
@@ -60,9 +68,8 @@ def _run(args) -> int:
                        show_progress=not args.no_progress)
     print(render_table(spec, outcome.rows))
     print(f"\n{len(outcome.rows)} cells finished ({outcome.ran} run now, {outcome.skipped} "
-          f"resumed from earlier runs), {len(outcome.failures)} failed; outputs in "
-          f"{outcome.out_dir}/ (results.jsonl, results.csv, cells.csv, ledger.json, claims.json, "
-          "tradeoff.png)")
+          f"resumed from earlier runs), {len(outcome.failures)} failed; "
+          f"{written_files(outcome.out_dir)}")
     if outcome.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return 130
