@@ -80,7 +80,8 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
 
     Every cell is checked before any runs (:func:`dpkit.spec.check_spec`), and the guarantees
     that need the data on the first pending cell of each method
-    (:func:`dpkit.runner.preflight.preflight`); the output folder is locked for the run (:class:`dpkit.runner.lock.OutputLock`: a second run refuses).
+    (:func:`dpkit.runner.preflight.preflight`); the output folder is locked for the run
+    (:class:`dpkit.runner.lock.OutputLock`: a second run refuses).
     """
     from dpkit.contract.plugins import get_registry
 

@@ -72,15 +72,16 @@ def check_guarantees(spec: Any, cells: Iterable[Any], registry: Any) -> set[str]
     """Raise one SpecError for every guarantee the spec's ledger would refuse (known from params);
     returns the methods whose guarantees need the data (checked by ``dpkit run``).
 
-    A mechanism's guarantee is checked at each of its sweep points (it is cheap); a defense's
-    planned spends at its first (they may calibrate noise, which takes a while).
+    A mechanism's guarantee is checked once per distinct params (it is cheap); a defense's
+    planned spends at each method's first cell (they may calibrate noise, which takes a while).
     """
     seen: set[str] = set()
     unknown: set[str] = set()
     refused: list[tuple[str, Any, str]] = []
     for cell in cells:
-        params = cell.params if cell.kind == "mechanism" else None
-        key = json.dumps([cell.method, cell.component, params], sort_keys=True, default=str)
+        # a defense's planned spends may calibrate noise: its first cell stands for its sweep
+        which = cell.params if cell.kind == "mechanism" else cell.method
+        key = json.dumps([cell.kind, cell.component, which], sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)

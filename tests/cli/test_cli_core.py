@@ -73,3 +73,14 @@ def test_bad_arguments_exit_2():
     result = dpkit("run")
     assert result.returncode == 2
     assert result.stderr.strip() == "dpkit run: error: the following arguments are required: spec"
+
+
+def test_last_line_names_only_files_that_exist(tmp_path, toy_spec_text):
+    path, out = toy_spec_text
+    path.write_text(path.read_text().replace("eta: 1.0}", "eta: 1.0, fail: true}"))
+    result = dpkit("run", path, "--no-progress", env=TOY_ENV)
+    assert result.returncode == 1
+    last = result.stdout.strip().splitlines()[-1]
+    named = last.split("(")[-1].rstrip(")").split(", ")
+    assert named == ["failures.jsonl"], last
+    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == set(named)
