@@ -9,6 +9,7 @@
 #
 # torch is installed first, pinned: on a machine without an NVIDIA GPU (no nvidia-smi) from
 # PyTorch's CPU index, since PyPI's default Linux wheel pulls several GB of CUDA libraries.
+# Only torch comes from there (--no-deps); its dependencies, like everything else, from PyPI.
 # Override with `make install TORCH_INDEX=` (PyPI's default) or another index URL.
 
 PYTHON ?= python3
@@ -25,7 +26,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml examples/dpkit-example-plugin/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(VENV)/bin/python -m pip install -q --no-deps "$(TORCH)" $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -m pip install -q -e ".[dev]"
 	$(VENV)/bin/python -m pip install -q -e examples/dpkit-example-plugin
 	touch $@
