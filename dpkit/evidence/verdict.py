@@ -206,7 +206,7 @@ def _bar(spec: dict) -> str:
     op = ">" if spec["direction"] == "greater" else "<"
     threshold = 0.0 if spec.get("relative") else \
         (spec["margin"] if spec["direction"] == "greater" else -spec["margin"]) + 0.0
-    kind = " (non-inferiority margin)" if (threshold < 0 if op == ">" else threshold > 0) else ""
+    kind = ", a non-inferiority margin" if (threshold < 0 if op == ">" else threshold > 0) else ""
     return f"(needs {op} {'0' if threshold == 0 else format(threshold, '+.4g')}{kind})"
 
 

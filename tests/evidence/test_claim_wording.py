@@ -26,7 +26,7 @@ def test_roles_and_non_inferiority_margin_are_printed():
     assert "A = Cosine, B = Laplace; diff = A − B in acc" in text
     points = [line for line in text.splitlines() if line.strip().startswith("at ")]
     assert len(points) == 2
-    assert all("(needs > -0.03 (non-inferiority margin))" in line for line in points)
+    assert all("(needs > -0.03, a non-inferiority margin)" in line for line in points)
 
 
 def test_zero_margin_reads_as_zero_and_relative_margin_names_its_factor():
