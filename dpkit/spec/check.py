@@ -149,7 +149,16 @@ def _validate(cls, params: dict, path: str, location: str, swept: dict[str, str]
         errors = [e for e in exc.errors()
                   if not (e["type"] == "missing" and str(e["loc"][0]) in supplied)]
         if errors:
-            raise SpecError(path, *_describe(cls, errors[0], location, swept)) from None
+            err = errors[0]
+            if not err["loc"]:  # a check across fields: name the field whose value it names
+                err = {**err, "loc": _named_field(params, err["msg"])}
+            raise SpecError(path, *_describe(cls, err, location, swept)) from None
+
+
+def _named_field(params: dict, message: str) -> tuple[str, ...]:
+    """The param whose value a whole-model error message quotes (e.g. a missing file's path)."""
+    named = [k for k, v in params.items() if isinstance(v, str) and len(v) > 2 and v in message]
+    return (max(named, key=lambda k: len(str(params[k]))),) if named else ()
 
 
 def _hint(name: Any, known: list[str]) -> str:
@@ -166,4 +175,5 @@ def _describe(cls, err: Any, location: str, swept: dict[str, str]) -> tuple[str,
             _hint(err["loc"][-1], list(cls.Params.model_fields))
     by = next((s for p, s in swept.items()
                if p == field or field.startswith(p + ".") or p.startswith(field + ".")), None)
-    return by or f"{location}.params.{field}", msg.removeprefix("Value error, ")
+    where = f"{location}.params.{field}" if field else f"{location}.params"
+    return by or where, msg.removeprefix("Value error, ")

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dpkit.base.errors import SpecError
+from dpkit.spec.paths import resolve_relative
 from dpkit.spec.schema import Spec
 
 
@@ -39,6 +40,7 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
                         "data and a defense or mechanism")
     if not isinstance(raw, dict):
         raise SpecError(str(path), "", f"the root must be a mapping, got {type(raw).__name__}")
+    raw = resolve_relative(raw, p.parent)
     includes = raw.pop("include", [])
     if isinstance(includes, str):
         includes = [includes]
