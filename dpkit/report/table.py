@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Collection
 from typing import Any
 
 from tabulate import tabulate
@@ -75,7 +76,7 @@ def guarantee_cell(values: dict[str, float]) -> str:
     return ", ".join(parts) or BLANK
 
 
-def fold_columns(headers: list[str], body: list[list[str]], stay: set[str] = frozenset()
+def fold_columns(headers: list[str], body: list[list[str]], stay: Collection[str] = ()
                  ) -> tuple[list[str], list[list[str]], list[str]]:
     """Drop a column equal to an earlier one in every row, and one with the same value in every
     row of a table of two or more rows (but for the method and the columns in ``stay``); returns
