@@ -53,7 +53,10 @@ def test_run_prints_table_and_writes_outputs(tmp_path, toy_spec_text):
     path, out = toy_spec_text
     result = dpkit("run", path, "--no-progress", env=TOY_ENV)
     assert result.returncode == 0, result.stderr
-    assert "preserved" in result.stdout and "ledger ε" in result.stdout
+    assert "preserved" in result.stdout and "| guarantee" in result.stdout
+    assert "ε = " in result.stdout and "(ε, δ)-DP" in result.stdout
+    wide = dpkit("run", path, "--no-progress", "--wide", env=TOY_ENV)
+    assert wide.returncode == 0 and "ledger ε" in wide.stdout
     assert {p.name for p in out.iterdir()} >= {"results.jsonl", "results.csv", "ledger.json",
                                                 "tradeoff.png"}
 
