@@ -190,12 +190,14 @@ def names(name: str) -> dict[str, str]:
             "title": bare.replace("_", " ").capitalize()}
 
 
-def write_plugin(name: str, parent: Path) -> Path:
-    """Write the package for plug-in ``name`` under ``parent``; returns its folder."""
+def write_plugin(name: str, parent: Path | None = None, *, into: Path | None = None) -> Path:
+    """Write the package for plug-in ``name`` into the folder ``into`` (new or empty), else into
+    ``parent``/dpkit-NAME; returns the folder."""
     values = names(name)
-    root = Path(parent) / values["dist"]
-    if root.exists():
-        raise ParamsError(f"{root} already exists; pick another name or --dir, or remove it")
+    root = Path(into) if into is not None else Path(parent or ".") / values["dist"]
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise ParamsError(f"{root} already exists and is not an empty folder; pick another name "
+                          "or --dir, or remove it")
     files = {"pyproject.toml": PYPROJECT, "README.md": README, ".gitignore": GITIGNORE,
              f"{values['package']}/__init__.py": MODULE,
              f"tests/test_{values['snake']}.py": TESTS}
@@ -214,12 +216,13 @@ def register(sub) -> None:
     plugin = kinds.add_parser("plugin", help="a plug-in package: entry point, one mechanism, its "
                               "contract tests, README and .gitignore")
     plugin.add_argument("name", help="plug-in name, e.g. my-mechanism (package dpkit_my_mechanism)")
-    plugin.add_argument("--dir", default=".", help="parent folder (default: the current one)")
+    plugin.add_argument("--dir", help="the package's folder, written as told (new or empty; "
+                        "default: ./dpkit-NAME)")
     plugin.set_defaults(func=_new_plugin)
 
 
 def _new_plugin(args) -> int:
-    root = write_plugin(args.name, Path(args.dir))
+    root = write_plugin(args.name, into=Path(args.dir) if args.dir else None)
     values = names(args.name)
     print(f"wrote {root}/ (mechanism {values['snake']!r} in {values['package']}/__init__.py)\n"
           f"next: cd {root} && pip install -e . && dpkit plugins && python -m pytest")

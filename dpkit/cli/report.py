@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dpkit.base.errors import DpkitError
 from dpkit.base.jsonutil import restore_floats
+from dpkit.cli.run import written_files
 from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
@@ -27,6 +28,8 @@ def register(sub) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run output folders")
     p.add_argument("--out", help="where to write (default: the folder itself; with several "
                    "folders, runs/<name>-merged)")
+    p.add_argument("--wide", action="store_true",
+                   help="every metric and privacy number in the table (default: the headline)")
     p.add_argument("--spec", help="spec file, for folders written before spec.json existed")
     p.set_defaults(func=_report)
 
@@ -96,9 +99,9 @@ def _report(args) -> int:
     if len(folders) > 1 or out != folders[0]:
         _write_rows(rows, out)
     write_outputs(spec, _relabel_cells(spec), rows, out)
-    print(render_table(spec, rows))
-    print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; outputs in "
-          f"{out}/ (results.csv, cells.csv, ledger.json, claims.json, tradeoff.png)")
+    print(render_table(spec, rows, wide=args.wide))
+    print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
+          f"{written_files(out)}")
     return 0
 
 

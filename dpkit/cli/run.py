@@ -21,7 +21,17 @@ def register(sub) -> None:
     p.add_argument("--seeds", type=int, metavar="N",
                    help="run seeds 0..N-1 instead of the spec's (and its methods')")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--wide", action="store_true",
+                   help="every metric and privacy number in the table (default: the headline)")
     p.set_defaults(func=_run)
+
+
+def written_files(out) -> str:
+    """``outputs in OUT/ (…)`` naming only the files that exist, or that there are none."""
+    from dpkit.runner.store import WRITTEN_FILES
+
+    present = [name for name in WRITTEN_FILES if (out / name).is_file()]
+    return f"outputs in {out}/ ({', '.join(present)})" if present else f"nothing written to {out}/"
 
 
 def _run(args) -> int:
@@ -58,11 +68,10 @@ def _run(args) -> int:
     outcome = run_spec(spec, args.out, fresh=args.fresh, executor=args.executor,
                        retries=args.retries, address=args.address,
                        show_progress=not args.no_progress)
-    print(render_table(spec, outcome.rows))
+    print(render_table(spec, outcome.rows, wide=args.wide))
     print(f"\n{len(outcome.rows)} cells finished ({outcome.ran} run now, {outcome.skipped} "
-          f"resumed from earlier runs), {len(outcome.failures)} failed; outputs in "
-          f"{outcome.out_dir}/ (results.jsonl, results.csv, cells.csv, ledger.json, claims.json, "
-          "tradeoff.png)")
+          f"resumed from earlier runs), {len(outcome.failures)} failed; "
+          f"{written_files(outcome.out_dir)}")
     if outcome.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return 130

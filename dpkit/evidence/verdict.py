@@ -153,8 +153,21 @@ def _at(value) -> str:
 
 
 def evaluate_all(spec, rows: list[dict]) -> list[ClaimResult]:
-    """Every claim of ``spec`` judged on ``rows``."""
-    return [evaluate(c, rows, spec.report.x) for c in getattr(spec, "claims", None) or []]
+    """Every claim of ``spec`` judged on ``rows``; a claim on a method of the spec that has no
+    finished cell yet says so (an interrupted run), rather than that no such method exists."""
+    labels = {entry.display for _, entry in spec.methods()} if hasattr(spec, "methods") else set()
+    finished = {r["method"] for r in rows}
+    out = []
+    for claim in getattr(spec, "claims", None) or []:
+        waiting = [m for m in (claim.method, claim.versus) if m in labels and m not in finished]
+        if waiting:
+            names = " and ".join(repr(m) for m in waiting)
+            out.append(ClaimResult(claim=claim.title(), verdict="undecided", spec=claim.model_dump(
+                mode="json"), reason=f"no finished cells yet of {names}: rerun the same command "
+                "to resume"))
+        else:
+            out.append(evaluate(claim, rows, spec.report.x))
+    return out
 
 
 def format_verdicts(results: list[ClaimResult]) -> str:
@@ -167,14 +180,34 @@ def format_verdicts(results: list[ClaimResult]) -> str:
         lines.append(f"  [{i}] {MARKS[r.verdict]} {r.verdict.upper()}: {r.claim}")
         lines.append(f"      {r.headline}")
         lines.append(f"      {r.reason}")
+        if r.points:
+            lines.append(f"      {_roles(r.spec)}")
         for p in r.points:
             d = p.diff
             ci = (f"[{d['ci_low']:+.4g}, {d['ci_high']:+.4g}]" if math.isfinite(d["ci_low"])
                   else "[n/a]")
             ps = f", p={p.p_holm:.3g} (Holm)" if math.isfinite(p.p_holm) else ""
             lines.append(f"      at {_at(p.at)}: A={p.a_mean:.4g} B={p.b_mean:.4g} "
-                         f"diff={d['mean']:+.4g} {ci}{ps}{_power_part(p, r.spec['direction'])}")
+                         f"diff={d['mean']:+.4g} {ci} {_bar(r.spec)}{ps}"
+                         f"{_power_part(p, r.spec['direction'])}")
     return "\n".join(lines)
+
+
+def _roles(spec: dict) -> str:
+    """Which method is A and which B, and the difference tested."""
+    factor = 1 + spec["margin"] if spec["direction"] == "greater" else 1 - spec["margin"]
+    diff = f"A − {factor:g}·B" if spec.get("relative") else "A − B"
+    return (f"A = {spec['method']}, B = {spec['versus']}; diff = {diff} in {spec['metric']}, "
+            "paired by seed")
+
+
+def _bar(spec: dict) -> str:
+    """What the difference must clear for the claim: ``(needs > −0.03)``."""
+    op = ">" if spec["direction"] == "greater" else "<"
+    threshold = 0.0 if spec.get("relative") else \
+        (spec["margin"] if spec["direction"] == "greater" else -spec["margin"]) + 0.0
+    kind = ", a non-inferiority margin" if (threshold < 0 if op == ">" else threshold > 0) else ""
+    return f"(needs {op} {'0' if threshold == 0 else format(threshold, '+.4g')}{kind})"
 
 
 def _power_part(p: PointResult, direction: str) -> str:

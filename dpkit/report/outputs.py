@@ -6,22 +6,23 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections import defaultdict
 from pathlib import Path
 
-from tabulate import tabulate
-
 from dpkit.budget.summary import rows_privacy, spec_privacy_text
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
+from dpkit.report.table import (
+    wrap,
+    PRIVACY_COLUMNS,
+    blank_note,
+    build_columns,
+    fold_columns,
+    guarantee_words,
+    headline_metrics,
+    render_rows,
+)
 
-PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
-                   "anonymity_epsilon")
 STATS = ("mean", "sd", "ci_low", "ci_high", "n")
-PRIVACY_HEADERS = {"epsilon": "ledger ε", "eta_per_token": "ledger η/token",
-                   "eta_per_sequence": "ledger η/sequence", "k_achieved": "achieved k",
-                   "anonymity_epsilon": "anonymity ε"}
-UNCOVERED_HEADER = "ε = ∞ because"
 
 
 def aggregate(rows: list[dict]) -> list[dict]:
@@ -49,14 +50,6 @@ def uncovered_reasons(row: dict) -> list[str]:
     return list(row.get("ledger", {}).get("no_guarantee_reasons", []))
 
 
-def short_reason(reason: str) -> str:
-    """A table-sized name for a reason: the tensor it names (``gradients: …``), else its start."""
-    head, sep, _ = reason.partition(":")
-    if sep and len(head) <= 32:
-        return head
-    return reason if len(reason) <= 40 else reason[:39] + "…"
-
-
 def _uncovered_legend(agg: list[dict]) -> str:
     reasons = sorted({r for row in agg for r in row["uncovered"]})
     return "\n".join(["Not covered by any guarantee (each makes the cell's ε = ∞):",
@@ -75,53 +68,28 @@ def metric_columns(rows: list[dict], report) -> list[str]:
     return first + [n for n in names if n not in first]
 
 
-def render_table(spec, rows: list[dict]) -> str:
-    """The results table (mean ± 95 % half-width over seeds), then the claims' verdicts."""
+def render_table(spec, rows: list[dict], wide: bool = False) -> str:
+    """The results table (mean ± 95 % half-width over seeds), the guarantees in words, then the
+    claims' verdicts; compact (headline metrics and guarantees) unless ``wide``."""
     if not rows:
-        return "(no finished cells)"
+        return "(no finished cells yet)"
     agg = aggregate(rows)
-    sweep_keys = sorted({k for r in agg for k in r["point"]})
     metrics = metric_columns(rows, spec.report)
-    privacy = [c for c in PRIVACY_COLUMNS if any(c in r["values"] for r in agg)]
-    uncovered = any(r["uncovered"] for r in agg)
-    headers = ["method", *sweep_keys, "seeds", *metrics, *(PRIVACY_HEADERS[c] for c in privacy),
-               *([UNCOVERED_HEADER] if uncovered else [])]
-    body = [[_label(r), *[r["point"].get(k, "") for k in sweep_keys], r["seeds"],
-             *[_fmt_stat(r["stats"].get(m)) for m in metrics + privacy],
-             *([", ".join(dict.fromkeys(short_reason(x) for x in r["uncovered"]))]
-               if uncovered else [])] for r in agg]
-    table = tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+    headers, body = build_columns(agg, metrics, spec.report, wide)
+    stay = {*headline_metrics(metrics, spec.report), "guarantee"}
+    headers, body, notes = fold_columns(headers, body, stay)
     spread = any(s.n > 1 for r in agg for s in r["stats"].values())
-    note = "\n(± is the half-width of the 95 % Student-t interval over seeds)" if spread else ""
-    legend = _uncovered_legend(agg)
-    note += f"\n\n{legend}" if legend else ""
-    note += f"\n\n{spec_privacy_text(rows_privacy(spec, rows))}"
+    if spread:
+        notes.insert(0, "± is the half-width of the 95 % Student-t interval over seeds.")
+    notes += [line for line in (blank_note(agg, rows, body), _uncovered_legend(agg)) if line]
+    notes += guarantee_words(rows, spec)
+    if not wide:
+        notes.append("More columns: --wide (every metric); results.csv has each metric's mean, sd, "
+                     "95 % interval and n.")
+    text = render_rows(headers, body) + "\n" + "\n".join(wrap(note) for note in notes)
+    text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows))}"
     verdicts = format_verdicts(evaluate_all(spec, rows))
-    return table + note + (f"\n\n{verdicts}" if verdicts else "")
-
-
-def _label(row: dict) -> str:
-    """The method, flagged when a seed's training was still improving at the end."""
-    converged = row["values"].get("converged")
-    return row["method"] if converged is None or converged >= 1 else f"{row['method']} (not converged)"
-
-
-def _fmt_stat(stat) -> str:
-    if stat is None:
-        return ""
-    if stat.n > 1 and math.isfinite(stat.half_width) and stat.half_width > 0:
-        return f"{_fmt(stat.mean)} ± {stat.half_width:.2g}"
-    return _fmt(stat.mean)
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "∞"
-        return f"{value:.4g}"
-    return str(value)
+    return text + (f"\n\n{verdicts}" if verdicts else "")
 
 
 def write_summary_csv(rows: list[dict], path: Path) -> None:

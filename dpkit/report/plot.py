@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from dpkit.report.labels import axis_label, spans_orders
+
 
 def _pick(preferred: str | None, names: list[str], hints: tuple[str, ...]) -> str | None:
     if preferred and preferred in names:
@@ -18,8 +20,10 @@ def _pick(preferred: str | None, names: list[str], hints: tuple[str, ...]) -> st
 
 def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path,
                   verdicts: list | None = None) -> Path | None:
-    """Three panels: utility vs x, privacy vs x, utility vs privacy; one line per method, error
-    bars for the 95 % interval over seeds, and each claim's verdict marked where it applies."""
+    """Three panels: utility vs x, privacy vs x, utility vs privacy; one line per method and
+    value of each other swept parameter, error bars for the 95 % interval over seeds, axes named
+    for people (a swept guarantee with its notion), log axes where values span orders of
+    magnitude, and each claim's verdict marked where it applies."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,9 +35,7 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path,
     if utility is None:
         return None
     x = spec.report.x or next((k for r in agg for k in r["point"]), None)
-    by_method: dict[str, list[dict]] = {}
-    for r in agg:
-        by_method.setdefault(r["method"], []).append(r)
+    by_line = lines_of(agg, x)
     panels = [(x, utility), (x, privacy), (privacy, utility)]
     panels = [p for p in panels if p[0] and p[1]]
     if not panels:  # no swept parameter and no privacy metric: nothing to draw against
@@ -43,14 +45,17 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path,
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), height), squeeze=False)
     for ax, (xm, ym) in zip(axes[0], panels):
         assert xm and ym  # panels without both axes were dropped above
-        for method, rows in by_method.items():
-            _draw_method(ax, method, rows, xm, ym, xm == x)
+        for label, rows in by_line.items():
+            _draw_method(ax, label, rows, xm, ym, xm == x)
         xs = [v for r in agg if (v := _value(r, xm, xm == x))]
-        if xm == x and xs and min(xs) > 0 and max(xs) / min(xs) > 20:
+        if (xm == x and spans_orders(xs, 20)) or (xm != x and spans_orders(xs)):
             ax.set_xscale("log")
+        if spans_orders([r["values"].get(ym) for r in agg]):
+            ax.set_yscale("log")
         _mark_claims(ax, verdicts or [], xm, ym)
-        ax.set_xlabel(xm)
-        ax.set_ylabel(ym)
+        delta = getattr(getattr(spec, "privacy", None), "delta", 1e-5)
+        ax.set_xlabel(axis_label(xm, agg, delta, xm == x), fontsize=8)
+        ax.set_ylabel(axis_label(ym, agg, delta, False), fontsize=8)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"{spec.name}: privacy–utility (bars: 95 % CI over seeds)")
@@ -61,6 +66,20 @@ def plot_tradeoff(spec, agg: list[dict], metrics: list[str], path: Path,
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def lines_of(agg: list[dict], x: str | None) -> dict[str, list[dict]]:
+    """Rows grouped into lines: one per method and value of every swept parameter but ``x``
+    (``DPED, num_queries=300``), so points of different settings are never joined."""
+    lines: dict[str, list[dict]] = {}
+    for r in agg:
+        other = ", ".join(f"{k}={_plain(v)}" for k, v in sorted(r["point"].items()) if k != x)
+        lines.setdefault(f"{r['method']}, {other}" if other else r["method"], []).append(r)
+    return lines
+
+
+def _plain(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _draw_method(ax, method: str, rows: list[dict], xm: str, ym: str, sweep_axis: bool) -> None:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from dpkit.base.errors import ComponentNotFoundError, SpecError
 from dpkit.spec.cells import Cell, SweepError, expand
+from dpkit.spec.guarantees import check_guarantees
 from dpkit.spec.schema import Spec
 
 MECHANISM_TASK = "privatize_text"
@@ -65,6 +66,7 @@ def check_spec(spec: Spec, registry=None) -> list[Cell]:
     from dpkit.evidence.check import check_claims
 
     check_claims(spec, cells)
+    check_guarantees(spec, cells, registry)
     spec._checked = (registry, content, cells)
     return list(cells)
 
@@ -123,8 +125,12 @@ def _check_evaluation(registry, path: str, cell) -> None:
                                     "mechanism_params": cell.params})
     except ValidationError as exc:
         err = exc.errors()[0]
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            known = [k for k in task.Params.model_fields if k not in ("mechanism", "mechanism_params")]
+            msg = f"unknown evaluation setting {err['loc'][-1]!r}; {_hint(err['loc'][-1], known)}"
         raise SpecError(path, "evaluation." + ".".join(str(p) for p in err["loc"]),
-                        err["msg"]) from None
+                        msg) from None
 
 
 def _lookup(registry, path: str, kinds: tuple[str, ...], location: str, name: str):
@@ -143,17 +149,31 @@ def _validate(cls, params: dict, path: str, location: str, swept: dict[str, str]
         errors = [e for e in exc.errors()
                   if not (e["type"] == "missing" and str(e["loc"][0]) in supplied)]
         if errors:
-            raise SpecError(path, *_describe(cls, errors[0], location, swept)) from None
+            err = errors[0]
+            if not err["loc"]:  # a check across fields: name the field whose value it names
+                err = {**err, "loc": _named_field(params, err["msg"])}
+            raise SpecError(path, *_describe(cls, err, location, swept)) from None
+
+
+def _named_field(params: dict, message: str) -> tuple[str, ...]:
+    """The param whose value a whole-model error message quotes (e.g. a missing file's path)."""
+    named = [k for k, v in params.items() if isinstance(v, str) and len(v) > 2 and v in message]
+    return (max(named, key=lambda k: len(str(params[k]))),) if named else ()
+
+
+def _hint(name: Any, known: list[str]) -> str:
+    """``did you mean 'x'?`` for the closest known name, else the known names."""
+    close = difflib.get_close_matches(str(name), known, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known) or 'none'}"
 
 
 def _describe(cls, err: Any, location: str, swept: dict[str, str]) -> tuple[str, str]:
     field = ".".join(str(p) for p in err["loc"])
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        known = list(cls.Params.model_fields)
-        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known) or 'none'}"
-        msg = f"unknown parameter {err['loc'][-1]!r} of {cls.name!r}; {hint}"
+        msg = f"unknown parameter {err['loc'][-1]!r} of {cls.name!r}; " + \
+            _hint(err["loc"][-1], list(cls.Params.model_fields))
     by = next((s for p, s in swept.items()
                if p == field or field.startswith(p + ".") or p.startswith(field + ".")), None)
-    return by or f"{location}.params.{field}", msg.removeprefix("Value error, ")
+    where = f"{location}.params.{field}" if field else f"{location}.params"
+    return by or where, msg.removeprefix("Value error, ")

@@ -7,13 +7,17 @@ Parsing only: component names and params are checked against a registry by
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dpkit.base.errors import SpecError
+from dpkit.spec.paths import resolve_relative
 from dpkit.spec.schema import Spec
 
 
@@ -21,7 +25,7 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
     """Read a spec file (safe_load only), merging ``include:`` files; the root must be a mapping."""
     p = Path(path)
     if not p.is_file():
-        raise SpecError(str(path), "", "no such file; check the path (specs live in specs/)")
+        raise SpecError(str(path), "", f"no such file; {_closest_file(p)}")
     try:
         raw = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -36,6 +40,7 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
                         "data and a defense or mechanism")
     if not isinstance(raw, dict):
         raise SpecError(str(path), "", f"the root must be a mapping, got {type(raw).__name__}")
+    raw = resolve_relative(raw, p.parent)
     includes = raw.pop("include", [])
     if isinstance(includes, str):
         includes = [includes]
@@ -61,6 +66,18 @@ def deep_merge(base: dict, override: dict) -> dict:
     return out
 
 
+def _closest_file(path: Path) -> str:
+    """Did-you-mean for a spec file name: the closest YAML file beside it or under specs/."""
+    folders = [path.parent, path.parent / "specs"] if path.parent.is_dir() else [Path("specs")]
+    found = [f for d in folders if d.is_dir() for f in sorted(d.iterdir())
+             if f.suffix in (".yaml", ".yml") and f.is_file()]
+    by_name = {f.name: f for f in reversed(found)}
+    close = difflib.get_close_matches(path.name, list(by_name), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {by_name[close[0]]}?"
+    return "check the path (the specs that come with dpkit are in specs/)"
+
+
 def parse_structure(raw: dict, path: str = "<spec>") -> Spec:
     """Validate a spec mapping's structure (types, bounds, unknown keys); no registry involved."""
     try:
@@ -70,10 +87,39 @@ def parse_structure(raw: dict, path: str = "<spec>") -> Spec:
 
 
 def _first_error(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # a misspelt key is both unknown and (its right spelling) missing: name the misspelling
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in err["loc"])
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        msg = f"unknown key {err['loc'][-1]!r}; remove it or check its spelling"
+        known = _keys_at(Spec, err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else (
+            f"known keys here: {', '.join(known)}" if known else "remove it")
+        msg = f"unknown key {err['loc'][-1]!r}; {hint}"
     msg = re.sub(r"^Value error, ", "", msg)
     return loc, msg
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The keys the spec schema allows at ``loc`` (a pydantic error location), if it knows them."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an index into a list of models: same model
+        field = current.model_fields.get(part) if _is_model(current) else None
+        if field is None:
+            return []
+        current = next((t for t in _types_in(field.annotation) if _is_model(t)), None)
+    return [k for k, f in current.model_fields.items() if not f.exclude] if _is_model(current) else []
+
+
+def _types_in(annotation: Any) -> list[Any]:
+    """Every type an annotation names (through Optional, unions, lists, dicts)."""
+    args = typing.get_args(annotation)
+    return [annotation, *(t for a in args for t in _types_in(a))]
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)

@@ -118,7 +118,10 @@ class Spec(_Strict):
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     resources: Resources = Field(default_factory=Resources)
-    output: str | None = None
+    output: str | None = Field(None, description="the run's folder, relative to where you run")
+    paths_relative_to: Literal["spec", "cwd"] = Field(
+        "spec", description="relative file paths in params are read from the spec's folder "
+        "(spec) or from where dpkit runs (cwd, the older reading)")
     claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
     path: str = Field("", exclude=True)
     _checked: Any = PrivateAttr(default=None)  # (registry, content, cells) of the last check

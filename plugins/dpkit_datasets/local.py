@@ -104,8 +104,9 @@ class LocalFileParams(dpkit.Params):
     def _file_is_usable(self):
         path = Path(self.path).expanduser()
         if not path.exists():
-            raise ValueError(f"{path.resolve()} does not exist (relative paths are read from "
-                             f"the current directory, {Path.cwd()})")
+            raise ValueError(f"{path.resolve()} does not exist (a relative path in a spec is "
+                             "read from the spec's folder, or with paths_relative_to: cwd from "
+                             "where dpkit runs)")
         fmt = resolve_format(path, self.format)
         if fmt == "hf":
             columns = _hf_columns(path)

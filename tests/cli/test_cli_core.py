@@ -53,7 +53,10 @@ def test_run_prints_table_and_writes_outputs(tmp_path, toy_spec_text):
     path, out = toy_spec_text
     result = dpkit("run", path, "--no-progress", env=TOY_ENV)
     assert result.returncode == 0, result.stderr
-    assert "preserved" in result.stdout and "ledger ε" in result.stdout
+    assert "preserved" in result.stdout and "| guarantee" in result.stdout
+    assert "ε = " in result.stdout and "(ε, δ)-DP" in result.stdout
+    wide = dpkit("run", path, "--no-progress", "--wide", env=TOY_ENV)
+    assert wide.returncode == 0 and "ledger ε" in wide.stdout
     assert {p.name for p in out.iterdir()} >= {"results.jsonl", "results.csv", "ledger.json",
                                                 "tradeoff.png"}
 
@@ -73,3 +76,14 @@ def test_bad_arguments_exit_2():
     result = dpkit("run")
     assert result.returncode == 2
     assert result.stderr.strip() == "dpkit run: error: the following arguments are required: spec"
+
+
+def test_last_line_names_only_files_that_exist(tmp_path, toy_spec_text):
+    path, out = toy_spec_text
+    path.write_text(path.read_text().replace("eta: 1.0}", "eta: 1.0, fail: true}"))
+    result = dpkit("run", path, "--no-progress", env=TOY_ENV)
+    assert result.returncode == 1
+    last = result.stdout.strip().splitlines()[-1]
+    named = last.split("(")[-1].rstrip(")").split(", ")
+    assert named == ["failures.jsonl"], last
+    assert {p.name for p in out.iterdir() if not p.name.startswith(".")} == set(named)

@@ -28,12 +28,27 @@ def test_writes_a_complete_package(tmp_path):
     assert "__pycache__/" in (root / ".gitignore").read_text()
 
 
-def test_names_and_refusals(tmp_path, capsys):
+def test_dir_is_where_the_package_goes(tmp_path, capsys):
+    target = tmp_path / "somewhere" / "mine"
+    assert main(["new", "plugin", "my-mech", "--dir", str(target)]) == 0
+    assert (target / "pyproject.toml").is_file() and (target / "dpkit_my_mech").is_dir()
+    assert not (target / "dpkit-my-mech").exists()
+    assert f"wrote {target}/" in capsys.readouterr().out
+    assert main(["new", "plugin", "other", "--dir", str(target)]) == 2  # not empty: refused
+    assert "not an empty folder" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["new", "plugin", "my-mech", "--dir", str(empty)]) == 0
+
+
+def test_names_and_refusals(tmp_path, capsys, monkeypatch):
     assert names("dpkit-rr")["package"] == "dpkit_rr" and names("rr_2")["cls"] == "Rr2"
     assert main(["new", "plugin", "Bad Name", "--dir", str(tmp_path)]) == 2
     assert "lower-case" in capsys.readouterr().err
-    assert main(["new", "plugin", "again", "--dir", str(tmp_path)]) == 0
-    assert main(["new", "plugin", "again", "--dir", str(tmp_path)]) == 2
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "plugin", "again"]) == 0
+    assert (tmp_path / "dpkit-again" / "pyproject.toml").is_file()
+    assert main(["new", "plugin", "again"]) == 2
     assert "already exists" in capsys.readouterr().err
 
 

@@ -32,7 +32,13 @@ def _spec() -> Spec:
 def test_table_shows_infinite_epsilon_with_its_reason_beside_eta(tmp_path):
     rows = [_row(s, unit, bad) for s in (0, 1) for unit, bad in
             (("token", True), ("token", False), ("sequence", False))]
-    table = render_table(_spec(), rows)
+    compact = render_table(_spec(), rows)
+    assert "| guarantee" in compact.splitlines()[0]
+    line = next(x for x in compact.splitlines() if x.startswith("| M-token-True"))
+    assert "η = 60/token, ε = ∞" in line and "| gradients" in line
+    sequence = next(x for x in compact.splitlines() if x.startswith("| M-sequence-False"))
+    assert "η = 60/sequence" in sequence and "∞" not in sequence
+    table = render_table(_spec(), rows, wide=True)
     header = table.splitlines()[0]
     assert "ledger η/token" in header and "ledger η/sequence" in header
     assert "ε = ∞ because" in header

@@ -1,0 +1,41 @@
+# Two commands from a fresh clone: `make run` (install, then the quick spec) and `make test`.
+# Everything goes into a virtual environment in .venv; nothing is installed system-wide.
+#
+#   make run                      install if needed, then `dpkit run specs/quick.yaml`
+#   make run SPEC=specs/snd.yaml  another spec
+#   make test                     the whole test suite (what CI runs)
+#   make test-fast                the suite without tests marked slow (day-to-day work)
+#   make install                  only the install
+#
+# torch is installed first, pinned: on a machine without an NVIDIA GPU (no nvidia-smi) from
+# PyTorch's CPU index, since PyPI's default Linux wheel pulls several GB of CUDA libraries.
+# Only torch comes from there (--no-deps); its dependencies, like everything else, from PyPI.
+# Override with `make install TORCH_INDEX=` (PyPI's default) or another index URL.
+
+PYTHON ?= python3
+VENV ?= .venv
+SPEC ?= specs/quick.yaml
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
+PYTEST = $(VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=900
+
+.PHONY: install run test test-fast
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml examples/dpkit-example-plugin/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q --no-deps "$(TORCH)" $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(VENV)/bin/python -m pip install -q -e ".[dev]"
+	$(VENV)/bin/python -m pip install -q -e examples/dpkit-example-plugin
+	touch $@
+
+run: install
+	$(VENV)/bin/dpkit run $(SPEC)
+
+test: install
+	$(PYTEST)
+
+test-fast: install
+	$(PYTEST) -m "not slow"

@@ -1,0 +1,67 @@
+"""Names a person reads for metric keys and swept parameters, on plot axes and in legends."""
+
+from __future__ import annotations
+
+import math
+import re
+
+NAMES = {
+    "accuracy": "accuracy of a classifier on the privatized text",
+    "auc": "AUC (utility)",
+    "perplexity": "perplexity on held-out private text (lower is better)",
+    "token_preservation": "share of tokens kept",
+    "inversion_cosine_top1": "inversion attack: top-1 recovery (cosine)",
+    "knn_top1": "KNN+ attack: top-1 token recovery",
+    "ep": "attack: empirical privacy (EP)",
+    "rougeL_generation": "ROUGE-L of generations",
+}
+PATTERNS = (
+    (re.compile(r"^recovery_at(\d+)$"), "token recovery attack: Pr@{0} (original word in top {0})"),
+    (re.compile(r"^inversion_top(\d+)$"), "embedding inversion attack: top-{0} recovery"),
+)
+GUARANTEES = {
+    "eta_per_token": "η per token — metric DP, ε = η·d(x, x′)",
+    "eta_per_sequence": "η per sequence — metric DP, ε = η·d(x, x′)",
+    "epsilon": "ε — (ε, δ)-DP at δ = {delta:g}",
+    "k_achieved": "k achieved — (k, ε)-anonymity",
+}
+
+
+def metric_label(name: str) -> str:
+    """``recovery_at5`` → ``token recovery attack: Pr@5 (…)``; unknown keys keep their name."""
+    if name in NAMES:
+        return NAMES[name]
+    for pattern, text in PATTERNS:
+        match = pattern.match(name)
+        if match:
+            return text.format(*match.groups())
+    return name.replace("_", " ")
+
+
+def axis_label(name: str, agg: list[dict], delta: float, swept: bool) -> str:
+    """A swept parameter named with the guarantee it sets, where its values are one ledger
+    number's in every row (``eta`` → ``eta: η per token — metric DP, ε = η·d(x, x′)``); a metric
+    named for people."""
+    if not swept:
+        return metric_label(name)
+    for key, text in GUARANTEES.items():
+        pairs = [(r["point"].get(name), r["values"].get(key)) for r in agg]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        if pairs and all(_close(a, b) for a, b in pairs):
+            return f"{name}: {text.format(delta=delta)}"
+    if "epsilon" in name:
+        return f"{name} (the ε the method is calibrated to; ledger ε in the table)"
+    return name
+
+
+def spans_orders(values: list[float], ratio: float = 100.0) -> bool:
+    """Whether positive values span more than ``ratio`` (then a log axis shows them)."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return bool(finite) and min(finite) > 0 and max(finite) / min(finite) > ratio
+
+
+def _close(a, b) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-6)
+    except (TypeError, ValueError):
+        return False
