@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from dpkit.audit.canary import CanaryRun, auditable
+from dpkit.audit.channels import pool
 from dpkit.audit.one_run import (
     clopper_pearson_epsilon,
     epsilon_from_scores,
@@ -83,7 +84,7 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
     built = build_defense(defense, params)
     capability = auditable(built)
     name = getattr(built, "name", type(built).__name__)
-    scores, included, claims, details = [], [], [], []
+    scores, included, claims, details, channels = [], [], [], [], []
     for run in range(runs):
         label = f"run {run + 1}/{runs}"
         if progress:
@@ -99,11 +100,14 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
         scores.append(np.asarray(result.scores, float))
         included.append(mask)
         claims.append(result.claimed_epsilon)
+        channels.append(result.channels)
         details.append({**result.details, "seconds": time.perf_counter() - start})
     if progress:
         progress(runs, runs, "bound")
     report = _report(name, built, scores, included, claims, result, confidence, delta,
                      details if method == "one-run" else details[-1:], method)
+    if channels[0]:
+        add_channels(report, channels, included, confidence, delta)
     _decide(report, rel_tol, abs_tol)
     report.seconds = time.perf_counter() - start
     return report
@@ -144,11 +148,54 @@ def _report(name: str, built: Any, scores: list, included: list, claims: list,
     return report
 
 
+def add_channels(report: AuditReport, channels: list, included: list, confidence: float,
+                 delta: float) -> None:
+    """Per-channel findings (Bonferroni over channels) ahead of the whole-record one."""
+    results, level, law_level = pool(channels, included, confidence, delta)
+    found = [Finding(f"channel {r.name}", f"{r.canaries} canaries (own queries)", 1.0, r.claimed,
+                     r.measured, r.measured,
+                     f"channel {r.name}: guessed 'included' for {r.guesses} canaries, "
+                     f"{r.correct} right", delta,
+                     {"canaries": r.canaries, "guesses": r.guesses, "correct": r.correct})
+             for r in results]
+    report.findings[:0] = found
+    report.checks["channels"] = [r.to_dict() for r in results]
+    report.checks["channel_confidence"] = level
+    report.checks["channel_law_level"] = law_level
+
+
+def _decide_channels(report: AuditReport, rel_tol: float, abs_tol: float) -> bool:
+    """Verdict from the channels: FAIL on a bound, LAW_MISMATCH on a law test, else PASS."""
+    rows, level = report.checks["channels"], report.checks["channel_law_level"]
+    for finding in report.findings[:len(rows)]:
+        if finding.violates(rel_tol, abs_tol):
+            report.verdict, report.witness = Verdict.FAIL, finding
+            report.reason = (f"{finding.strategy}: the ledger's ε={_fmt(finding.claimed)} for this "
+                             f"channel is refuted, ε ≥ {finding.measured:.3f}")
+            return True
+    bad = [r for r in rows if r["law_p"] is not None and r["law_p"] < level]
+    if bad:
+        worst = min(bad, key=lambda r: r["law_p"])
+        report.verdict = Verdict.LAW_MISMATCH
+        report.reason = (f"channel {worst['name']}: the released values do not follow the law the "
+                         f"declared noise implies ({worst['law']}: p={worst['law_p']:.3g} < "
+                         f"{level:.3g}); the noise run is not the noise the ledger charges")
+        return True
+    if all(r["law_p"] is None and r["claimed"] >= r["reach"] for r in rows):
+        return False
+    report.verdict = Verdict.PASS
+    report.reason = ("no evidence against any channel's claim, and each channel's release follows "
+                     "its declared law where tested (a PASS is not a proof)")
+    return True
+
+
 def _decide(report: AuditReport, rel_tol: float, abs_tol: float) -> None:
     """The mechanism audit's rules: FAIL on a bound above the claim, INCONCLUSIVE out of reach."""
     if report.reason or not report.findings:
         return
-    head = report.findings[0]
+    if "channels" in report.checks and _decide_channels(report, rel_tol, abs_tol):
+        return
+    head = report.findings[len(report.checks.get("channels", []))]
     if head.violates(rel_tol, abs_tol):
         report.verdict, report.witness = Verdict.FAIL, head
         report.reason = (f"the ledger's ε={_fmt(head.claimed)} is refuted: {head.event} "
@@ -171,8 +218,16 @@ def _fmt(value: float) -> str:
 
 def describe(report: AuditReport) -> str:
     """A few lines for people: bound, confidence, ledger ε, canaries, guesses, verdict, witness."""
-    head = report.findings[0] if report.findings else None
+    rows = report.checks.get("channels", [])
+    head = report.findings[len(rows)] if len(report.findings) > len(rows) else None
     lines = [f"{report.verdict.value}: defense {report.mechanism} — {report.reason}"]
+    if rows:
+        lines.append(f"  per channel (confidence {report.checks['channel_confidence']:.4g} each, "
+                     f"law level {report.checks['channel_law_level']:.3g}; Bonferroni over "
+                     f"{len(rows)} channels):")
+        lines += [f"    {r['name']:<10} ε ≥ {r['measured']:.3f}  claim {_fmt(r['claimed'])}  "
+                  f"reach {r['reach']:.3f}  law p {'—' if r['law_p'] is None else format(r['law_p'], '.3g')}"
+                  f"  ({r['canaries']} canaries)" for r in rows]
     if head is not None:
         c = head.counts
         lines += [(f"  empirical ε lower bound  {head.measured:.3f}  (confidence "
