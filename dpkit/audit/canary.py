@@ -45,7 +45,8 @@ class CanaryRun:
     names the neighbouring relation; ``details`` holds anything worth reporting (settings,
     times, the ledger table). ``channels``, when given, audits each noisy release on its own
     (:mod:`dpkit.audit.channels`): the verdict then rests on the channels, ``scores`` is
-    reported beside them.
+    reported beside them. ``law`` maps a test name to (p-value, what it tests): that a released
+    value follows the law the declared noise implies; rejected → LAW_MISMATCH.
     """
 
     scores: np.ndarray
@@ -54,6 +55,7 @@ class CanaryRun:
     unit: str
     details: dict[str, Any] = field(default_factory=dict)
     channels: list[ChannelRun] = field(default_factory=list)
+    law: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def check(self, included: np.ndarray) -> None:
         """Raise AuditError unless there is one finite score per canary and a valid claim."""

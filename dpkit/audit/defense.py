@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from dpkit.audit.canary import CanaryRun, auditable
-from dpkit.audit.channels import pool
+from dpkit.audit.channels import LAW_SHARE, pool
 from dpkit.audit.one_run import (
     clopper_pearson_epsilon,
     epsilon_from_scores,
@@ -84,7 +84,7 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
     built = build_defense(defense, params)
     capability = auditable(built)
     name = getattr(built, "name", type(built).__name__)
-    scores, included, claims, details, channels = [], [], [], [], []
+    scores, included, claims, details, channels, laws = [], [], [], [], [], []
     for run in range(runs):
         label = f"run {run + 1}/{runs}"
         if progress:
@@ -101,6 +101,7 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
         included.append(mask)
         claims.append(result.claimed_epsilon)
         channels.append(result.channels)
+        laws += [(name, p, what) for name, (p, what) in result.law.items()]
         details.append({**result.details, "seconds": time.perf_counter() - start})
     if progress:
         progress(runs, runs, "bound")
@@ -109,6 +110,8 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
     if channels[0]:
         add_channels(report, channels, included, confidence, delta)
     _decide(report, rel_tol, abs_tol)
+    if laws:
+        law_check(report, laws, confidence)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -162,6 +165,17 @@ def add_channels(report: AuditReport, channels: list, included: list, confidence
     report.checks["channels"] = [r.to_dict() for r in results]
     report.checks["channel_confidence"] = level
     report.checks["channel_law_level"] = law_level
+
+
+def law_check(report: AuditReport, laws: list, confidence: float) -> None:
+    """LAW_MISMATCH when a run's law test rejects (Bonferroni over tests) and nothing FAILed."""
+    level = (1.0 - confidence) * LAW_SHARE / len(laws)
+    report.checks["law_tests"] = {f"{n} ({what})": p for n, p, what in laws}
+    name, p, what = min(laws, key=lambda t: t[1])
+    if p < level and report.verdict is not Verdict.FAIL:
+        report.verdict = Verdict.LAW_MISMATCH
+        report.reason = (f"{name}: the released values do not follow the law the declared noise "
+                         f"implies ({what}: p={p:.3g} < {level:.3g})")
 
 
 def _decide_channels(report: AuditReport, rel_tol: float, abs_tol: float) -> bool:

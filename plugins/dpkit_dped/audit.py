@@ -46,7 +46,9 @@ class DpsgdCanaryAudit:
         p, m = self.defense.params, len(included)
         delta, accountant = privacy_settings(ctx)
         z = self.defense.noise_multiplier(delta, accountant)
-        record(ctx, self.defense.spends_for(z))
+        spends = self.defense.spends_for(z)
+        record(ctx, spends)
+        charged = sum(count for _g, _label, count in spends)
         gen = ctx.generator("dpsgd-audit")
         pairs = p.pairs_per_doc
         background = torch.randint(BACKGROUND_TOKENS, (BACKGROUND_DOCS, pairs, 2), generator=gen)
@@ -58,7 +60,7 @@ class DpsgdCanaryAudit:
         vocab = BACKGROUND_TOKENS + 2 * m
         counts = torch.zeros(vocab)
         counts[:BACKGROUND_TOKENS] = 1.0
-        steps = p.step_count()  # the steps z was calibrated for and the ledger charges
+        steps = p.step_count()  # the steps the defense's run trains
         ctx.say(f"{steps} DP-SGD steps, q={p.sampling_rate}, z={z:.3f}, {len(docs)} documents")
         model = self.train(docs[..., 0].to(ctx.device), docs[..., 1].to(ctx.device),
                            torch.ones(len(docs), pairs, device=ctx.device),
@@ -67,9 +69,38 @@ class DpsgdCanaryAudit:
                            sampling_rate=p.sampling_rate, steps=steps, lr=p.lr, generator=gen)
         v, u = model.vectors.cpu(), model.out_vectors.cpu()
         scores = (v[canary_center] * u[canary_context]).sum(-1).double().numpy()
+        law = {}
+        if p.optimizer == "sgd" and z > 0:
+            untouched = u[canary_context[~keep]].double().numpy()
+            std = noise_row_std(z, p.max_grad_norm, max(1, round(p.sampling_rate * len(docs))),
+                                p.lr, p.momentum, charged)
+            law["untouched rows"] = (variance_p_value(untouched / std),
+                                     "output rows no document touches must be the declared "
+                                     f"noise alone: N(0, {std:.3g}²) after {charged} charged steps")
         return CanaryRun(scores, ctx.ledger.epsilon(), ctx.ledger.delta_target,
                          "document (one canary document added or removed)",
-                         {"noise_multiplier": z, "documents": len(docs)})
+                         {"noise_multiplier": z, "documents": len(docs), "steps_trained": steps,
+                          "steps_charged": charged}, law=law)
+
+
+def noise_row_std(z: float, clip: float, expected_batch: int, lr: float, momentum: float,
+                  steps: int) -> float:
+    """Std of one coordinate of an output row no document touches, which starts at 0 and moves
+    only by the noise: SGD with momentum μ adds −lr·Σₛ wₛ·N(0, (zC/B)²), wₛ = Σ_{t≥s} μ^{t−s}."""
+    s = np.arange(1, steps + 1)
+    w = (1 - momentum ** (steps - s + 1)) / (1 - momentum)
+    return float(lr * z * clip / expected_batch * np.sqrt((w ** 2).sum()))
+
+
+def variance_p_value(standardized: np.ndarray) -> float:
+    """Two-sided chi-square p-value that standardized values have variance 1."""
+    from scipy import stats
+
+    x = np.asarray(standardized, float).ravel()
+    if x.size == 0:
+        return 1.0
+    chi = float((x ** 2).sum())
+    return float(min(1.0, 2 * min(stats.chi2.cdf(chi, x.size), stats.chi2.sf(chi, x.size))))
 
 
 @dataclass
