@@ -58,7 +58,7 @@ def mechanism_audit(mechanism: str, params: dict | None = None, *, samples: int 
     return Check(f"audit {mechanism} {params or {}}", run)
 
 
-def test_function(name: str, fn: Callable[[], None]) -> Check:
+def assertion_check(name: str, fn: Callable[[], None]) -> Check:
     """A test body; caught when it raises AssertionError."""
     def run() -> tuple[bool, str]:
         try:

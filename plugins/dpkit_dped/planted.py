@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from dpkit.testing.battery import Check, defense_audit, test_function
+from dpkit.testing.battery import Check, defense_audit, assertion_check
 from dpkit.testing.planted import PlantedBug, replace, scale_draws
 
 AGG, SGD = "dpkit_dped.aggregation", "dpkit_dped.sgd"
@@ -93,11 +93,11 @@ def battery_checks(canaries: int = 1000, seed: int = 0) -> dict[str, list[Check]
     """The audits and tests that must catch the bugs, per target."""
     return {
         "dped": [defense_audit("dped", SOFT, canaries=canaries, seed=seed),
-                 test_function("ledger counts every query (dped)",
+                 assertion_check("ledger counts every query (dped)",
                                lambda: ledger_counts_every_query("dped", SOFT))],
         "dped (hard)": [defense_audit("dped", HARD, canaries=canaries, seed=seed)],
         "dped_pate": [defense_audit("dped_pate", SOFT, canaries=canaries, seed=seed),
-                      test_function("ledger counts every query (dped_pate)",
+                      assertion_check("ledger counts every query (dped_pate)",
                                     lambda: ledger_counts_every_query("dped_pate", SOFT))],
         "dped_dpsgd": [defense_audit("dped_dpsgd", DPSGD, canaries=min(canaries, 500), seed=seed)],
     }
