@@ -86,8 +86,8 @@ class SplitCanaryAudit:
         distance = float((vectors[a] - vectors[b]).norm(dim=-1).max())
         scores = declared_llr(uploads, vectors[a], vectors[b], eta)
         law = {}
-        mech = getattr(self, "mechanism", None)
-        if getattr(mech, "name", "") == "laplace_dx":
+        mech: Any = getattr(self, "mechanism", None)
+        if mech is not None and getattr(mech, "name", "") == "laplace_dx":
             upload = first_per_canary(uploads, len(sent), vectors.shape[1])
             if upload is not None:
                 rng = np.random.default_rng(ctx.seed)
