@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from dpkit.audit.canary import CanaryRun, auditable
-from dpkit.audit.channels import LAW_SHARE, pool
+from dpkit.audit.channels import add_channels, decide_channels, law_check
 from dpkit.audit.one_run import (
     clopper_pearson_epsilon,
     epsilon_from_scores,
@@ -151,63 +151,11 @@ def _report(name: str, built: Any, scores: list, included: list, claims: list,
     return report
 
 
-def add_channels(report: AuditReport, channels: list, included: list, confidence: float,
-                 delta: float) -> None:
-    """Per-channel findings (Bonferroni over channels) ahead of the whole-record one."""
-    results, level, law_level = pool(channels, included, confidence, delta)
-    found = [Finding(f"channel {r.name}", f"{r.canaries} canaries (own queries)", 1.0, r.claimed,
-                     r.measured, r.measured,
-                     f"channel {r.name}: guessed 'included' for {r.guesses} canaries, "
-                     f"{r.correct} right", delta,
-                     {"canaries": r.canaries, "guesses": r.guesses, "correct": r.correct})
-             for r in results]
-    report.findings[:0] = found
-    report.checks["channels"] = [r.to_dict() for r in results]
-    report.checks["channel_confidence"] = level
-    report.checks["channel_law_level"] = law_level
-
-
-def law_check(report: AuditReport, laws: list, confidence: float) -> None:
-    """LAW_MISMATCH when a run's law test rejects (Bonferroni over tests) and nothing FAILed."""
-    level = (1.0 - confidence) * LAW_SHARE / len(laws)
-    report.checks["law_tests"] = {f"{n} ({what})": p for n, p, what in laws}
-    name, p, what = min(laws, key=lambda t: t[1])
-    if p < level and report.verdict is not Verdict.FAIL:
-        report.verdict = Verdict.LAW_MISMATCH
-        report.reason = (f"{name}: the released values do not follow the law the declared noise "
-                         f"implies ({what}: p={p:.3g} < {level:.3g})")
-
-
-def _decide_channels(report: AuditReport, rel_tol: float, abs_tol: float) -> bool:
-    """Verdict from the channels: FAIL on a bound, LAW_MISMATCH on a law test, else PASS."""
-    rows, level = report.checks["channels"], report.checks["channel_law_level"]
-    for finding in report.findings[:len(rows)]:
-        if finding.violates(rel_tol, abs_tol):
-            report.verdict, report.witness = Verdict.FAIL, finding
-            report.reason = (f"{finding.strategy}: the ledger's ε={_fmt(finding.claimed)} for this "
-                             f"channel is refuted, ε ≥ {finding.measured:.3f}")
-            return True
-    bad = [r for r in rows if r["law_p"] is not None and r["law_p"] < level]
-    if bad:
-        worst = min(bad, key=lambda r: r["law_p"])
-        report.verdict = Verdict.LAW_MISMATCH
-        report.reason = (f"channel {worst['name']}: the released values do not follow the law the "
-                         f"declared noise implies ({worst['law']}: p={worst['law_p']:.3g} < "
-                         f"{level:.3g}); the noise run is not the noise the ledger charges")
-        return True
-    if all(r["claimed"] >= r["reach"] for r in rows):
-        return False  # laws agree, but no channel's claim is within reach: the record decides
-    report.verdict = Verdict.PASS
-    report.reason = ("no evidence against any channel's claim, and each channel's release follows "
-                     "its declared law where tested (a PASS is not a proof)")
-    return True
-
-
 def _decide(report: AuditReport, rel_tol: float, abs_tol: float) -> None:
     """The mechanism audit's rules: FAIL on a bound above the claim, INCONCLUSIVE out of reach."""
     if report.reason or not report.findings:
         return
-    if "channels" in report.checks and _decide_channels(report, rel_tol, abs_tol):
+    if "channels" in report.checks and decide_channels(report, rel_tol, abs_tol):
         return
     head = report.findings[len(report.checks.get("channels", []))]
     if head.violates(rel_tol, abs_tol):
