@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from dpkit.audit.channels import ChannelRun
 from dpkit.base.errors import AuditError
 from dpkit.contract.protocols import AuditableDefense
 
@@ -42,7 +43,10 @@ class CanaryRun:
     ``claimed_epsilon`` is what the run's ledger allows for one canary at ``delta`` (the run's
     ε for a record-level unit; η·d for a token pair at distance d under metric DP); ``unit``
     names the neighbouring relation; ``details`` holds anything worth reporting (settings,
-    times, the ledger table).
+    times, the ledger table). ``channels``, when given, audits each noisy release on its own
+    (:mod:`dpkit.audit.channels`): the verdict then rests on the channels, ``scores`` is
+    reported beside them. ``law`` maps a test name to (p-value, what it tests): that a released
+    value follows the law the declared noise implies; rejected → LAW_MISMATCH.
     """
 
     scores: np.ndarray
@@ -50,6 +54,8 @@ class CanaryRun:
     delta: float
     unit: str
     details: dict[str, Any] = field(default_factory=dict)
+    channels: list[ChannelRun] = field(default_factory=list)
+    law: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def check(self, included: np.ndarray) -> None:
         """Raise AuditError unless there is one finite score per canary and a valid claim."""
@@ -62,6 +68,9 @@ class CanaryRun:
                              "large finite values (e.g. ±1e6)")
         if not (self.claimed_epsilon >= 0 and not math.isnan(self.claimed_epsilon)):
             raise AuditError(f"claimed ε must be ≥ 0 (or ∞), got {self.claimed_epsilon!r}")
+        for channel in self.channels:
+            if np.shape(channel.scores) != included.shape or not np.isfinite(channel.scores).all():
+                raise AuditError(f"channel {channel.name!r} needs one finite score per canary")
 
 
 AdapterFactory = Callable[[Any], AuditableDefense]

@@ -85,10 +85,49 @@ class SplitCanaryAudit:
         ctx.wire.close()
         distance = float((vectors[a] - vectors[b]).norm(dim=-1).max())
         scores = declared_llr(uploads, vectors[a], vectors[b], eta)
+        law = {}
+        mech: Any = getattr(self, "mechanism", None)
+        if mech is not None and getattr(mech, "name", "") == "laplace_dx":
+            upload = first_per_canary(uploads, len(sent), vectors.shape[1])
+            if upload is not None:
+                rng = np.random.default_rng(ctx.seed)
+                law["upload noise"] = (
+                    laplace_law_p_value(upload, vectors[sent], eta, mech.params.clip_bound, rng),
+                    f"‖upload − sent token‖ against the declared η={eta:g} Laplace dχ law "
+                    "(reference sampler in numpy, the mechanism's clip applied)")
         return CanaryRun(scores, float(ctx.ledger.metric_epsilon([distance])),
                          ctx.ledger.delta_target, self.unit,
                          {"eta": eta, "max_pair_distance": distance,
-                          "uploads": [tuple(u.shape) for u in uploads]})
+                          "uploads": [tuple(u.shape) for u in uploads]}, law=law)
+
+
+def first_per_canary(uploads: list[torch.Tensor], m: int, dim: int) -> torch.Tensor | None:
+    """The first upload holding exactly one embedding-width vector per canary, ``[m, dim]``."""
+    for y in uploads:
+        if y.numel() == m * dim and y.shape[-1] == dim:
+            return y.reshape(m, dim)
+    return None
+
+
+def laplace_law_p_value(upload: torch.Tensor, sent: torch.Tensor, eta: float,
+                        clip_bound: float | None, rng: np.random.Generator,
+                        copies: int = 20) -> float:
+    """Two-sample KS p-value of ‖y − x‖ for the uploads against ``copies`` reference draws per
+    token of the declared law: x + r·u, r ~ Gamma(d, 1/η), u uniform on the sphere (numpy, so a
+    bug in the plug-in's sampler cannot reach the reference), then the same norm clip."""
+    from scipy import stats
+
+    x = sent.double().cpu().numpy()
+    m, d = x.shape
+    direction = rng.standard_normal((copies, m, d))
+    direction /= np.linalg.norm(direction, axis=-1, keepdims=True)
+    ref = x + rng.gamma(d, 1.0 / eta, (copies, m, 1)) * direction
+    if clip_bound is not None:
+        norms = np.linalg.norm(ref, axis=-1, keepdims=True)
+        ref = ref * np.minimum(1.0, clip_bound / np.maximum(norms, 1e-30))
+    observed = np.linalg.norm(upload.double().cpu().numpy() - x, axis=-1)
+    reference = np.linalg.norm(ref - x, axis=-1).ravel()
+    return float(stats.ks_2samp(observed, reference).pvalue)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from dpkit.audit.canary import CanaryRun, auditable
+from dpkit.audit.channels import add_channels, decide_channels, law_check
 from dpkit.audit.one_run import (
     clopper_pearson_epsilon,
     epsilon_from_scores,
@@ -83,7 +84,7 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
     built = build_defense(defense, params)
     capability = auditable(built)
     name = getattr(built, "name", type(built).__name__)
-    scores, included, claims, details = [], [], [], []
+    scores, included, claims, details, channels, laws = [], [], [], [], [], []
     for run in range(runs):
         label = f"run {run + 1}/{runs}"
         if progress:
@@ -99,12 +100,18 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
         scores.append(np.asarray(result.scores, float))
         included.append(mask)
         claims.append(result.claimed_epsilon)
+        channels.append(result.channels)
+        laws += [(name, p, what) for name, (p, what) in result.law.items()]
         details.append({**result.details, "seconds": time.perf_counter() - start})
     if progress:
         progress(runs, runs, "bound")
     report = _report(name, built, scores, included, claims, result, confidence, delta,
                      details if method == "one-run" else details[-1:], method)
+    if channels[0]:
+        add_channels(report, channels, included, confidence, delta)
     _decide(report, rel_tol, abs_tol)
+    if laws:
+        law_check(report, laws, confidence)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -148,7 +155,9 @@ def _decide(report: AuditReport, rel_tol: float, abs_tol: float) -> None:
     """The mechanism audit's rules: FAIL on a bound above the claim, INCONCLUSIVE out of reach."""
     if report.reason or not report.findings:
         return
-    head = report.findings[0]
+    if "channels" in report.checks and decide_channels(report, rel_tol, abs_tol):
+        return
+    head = report.findings[len(report.checks.get("channels", []))]
     if head.violates(rel_tol, abs_tol):
         report.verdict, report.witness = Verdict.FAIL, head
         report.reason = (f"the ledger's ε={_fmt(head.claimed)} is refuted: {head.event} "
@@ -171,8 +180,16 @@ def _fmt(value: float) -> str:
 
 def describe(report: AuditReport) -> str:
     """A few lines for people: bound, confidence, ledger ε, canaries, guesses, verdict, witness."""
-    head = report.findings[0] if report.findings else None
+    rows = report.checks.get("channels", [])
+    head = report.findings[len(rows)] if len(report.findings) > len(rows) else None
     lines = [f"{report.verdict.value}: defense {report.mechanism} — {report.reason}"]
+    if rows:
+        lines.append(f"  per channel (confidence {report.checks['channel_confidence']:.4g} each, "
+                     f"law level {report.checks['channel_law_level']:.3g}; Bonferroni over "
+                     f"{len(rows)} channels):")
+        lines += [f"    {r['name']:<10} ε ≥ {r['measured']:.3f}  claim {_fmt(r['claimed'])}  "
+                  f"reach {r['reach']:.3f}  law p {'—' if r['law_p'] is None else format(r['law_p'], '.3g')}"
+                  f"  ({r['canaries']} canaries)" for r in rows]
     if head is not None:
         c = head.counts
         lines += [(f"  empirical ε lower bound  {head.measured:.3f}  (confidence "

@@ -30,6 +30,7 @@ class HiddenEchoCanaryAudit(SplitCanaryAudit):
         """Declare the embeddings, privatize the canary texts, run one inference batch."""
         p, model = self.defense.params, self.model
         mech = ctx.build("mechanism", "laplace_dx", {"eta": p.eta, "clip_bound": p.clip_bound})
+        self.mechanism = mech  # its law is tested against the declared one
         space = model.as_space()
         ctx.wire.declare([
             dpkit.Release("embeddings", mech.guarantee(space),

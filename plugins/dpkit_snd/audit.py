@@ -31,6 +31,7 @@ class SndCanaryAudit(SplitCanaryAudit):
         """Declare, privatize and send each canary token as a one-token text; the server embeds."""
         client, d = self.client, self.defense
         mech = d._mechanism(ctx, client, d.params.eta)
+        self.mechanism = mech  # its law is tested against the declared one
         ctx.wire.declare([
             Release(d.upload, mech.guarantee(client.space), f"{d.name}: canary tokens",
                     count=len(ids)),

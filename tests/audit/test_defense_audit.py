@@ -69,7 +69,7 @@ class TestHiddenEchoAudit(DefenseAuditContract):
 @pytest.mark.parametrize("defense,params", BUILT_IN, ids=[n for n, _ in BUILT_IN])
 def test_built_in_defense_never_fails_over_ten_seeds(defense, params):
     verdicts = [audit_defense(defense, params, canaries=500, seed=s).verdict for s in range(10)]
-    assert Verdict.FAIL not in verdicts
+    assert Verdict.FAIL not in verdicts and Verdict.LAW_MISMATCH not in verdicts, verdicts
 
 
 def test_cli_exit_codes(capsys):

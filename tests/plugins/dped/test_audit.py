@@ -30,14 +30,15 @@ register_defense_audit(QuietVotesPate.name, AggregationCanaryAudit)
 
 
 def test_the_audit_catches_quiet_noise_on_the_soft_release():
-    """At ε = 20 (0.57 per canary) the exact likelihood ratio of the released sum finds a tenth of
-    the noise; at ε = 2 the per-canary claim (0.07) is beyond what 500 canaries reach."""
+    """A tenth of the output noise: the outputs channel's law test (or its bound) catches it at
+    the plan for the defense's own query count (docs/audit.md, "Per-channel audits")."""
     report = audit_defense(QuietVotesPate, {"target_epsilon": 20.0}, canaries=500, seed=0)
-    assert report.verdict is Verdict.FAIL
+    assert report.verdict in (Verdict.FAIL, Verdict.LAW_MISMATCH)
+    assert report.verdict is Verdict.FAIL or "channel outputs" in report.reason
 
 
 @pytest.mark.parametrize("target", ["soft", "hard"])
 def test_the_correct_defense_passes_for_either_target(target):
     report = audit_defense("dped_pate", {"target_epsilon": 20.0, "target": target}, canaries=500,
                            seed=0)
-    assert report.verdict is not Verdict.FAIL
+    assert report.verdict not in (Verdict.FAIL, Verdict.LAW_MISMATCH)
