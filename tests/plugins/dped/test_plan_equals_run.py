@@ -1,35 +1,93 @@
-"""Plan = run for every DPED defense: `dpkit budget spec` lists exactly the spends a run records."""
-
-from types import SimpleNamespace
+"""Plan = run for every DPED defense, as two measurements: `dpkit budget spec`'s plan (the
+component's planned_spends) against the ledger a run recorded, whose releases the wire counted."""
 
 import pytest
+from dpkit_dped import defenses, dpsgd, releases
 
-from dpkit.runner.plan import plan_cell
-from dpkit.accounting.serialize import guarantee_to_dict
 from dpkit.contract.plugins import get_registry
+from dpkit.contract.releases import run_defense
+from dpkit.runner.plan import plan_cell
+from dpkit.testing.defense_contract import assert_plan_equals_run, privacy_of
 from tests.plugins.dped.conftest import SMALL, TEACHER
 
 SGD = {**SMALL, "steps": 12, "sampling_rate": 0.2, "pairs_per_doc": 8}
 CASES = {
     "dped": {**TEACHER, "target_epsilon": 4.0},
     "dped (faithful threshold)": {**TEACHER, "target_epsilon": 4.0, "threshold": "faithful"},
+    "dped (hard targets)": {**TEACHER, "target_epsilon": 4.0, "target": "hard"},
+    "dped (noiseless)": {**TEACHER, "noiseless": True},
     "dped_pate": {**TEACHER, "target_epsilon": 4.0},
     "dped_dpsgd": {**SGD, "target_epsilon": 4.0},
     "dped_nonprivate_sgd": SGD,
+    "dped_public_sgd": {**SGD, "target_epsilon": 4.0},
     "dped_nonprivate": SMALL,
     "dped_public": SMALL,
+    "dped_ensemble": {**SMALL, "teachers": 4},
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_planned_spends_equal_the_run(case, make_ctx):
-    name = case.split(" ")[0]
-    params = CASES[case]
+def run_and_plan(case: str, make_ctx):
+    """(plan record, run context) of one case: the run goes through the runner's own path."""
+    name, params = case.split(" ")[0], CASES[case]
     registry = get_registry()
     ctx = make_ctx()
-    registry.build("defense", name, params).run(ctx)
-    ran = [(s.label, s.count, guarantee_to_dict(s.guarantee)) for s in ctx.ledger.spends]
-    privacy = SimpleNamespace(delta=ctx.ledger.delta_target, accountant=ctx.ledger.accountant,
-                              ceiling=None, neighboring=ctx.ledger.neighboring)
-    plan = plan_cell(registry.build("defense", name, params), "defense", privacy, make_ctx())
-    assert [(s["label"], s["count"], s["guarantee"]) for s in plan["spends"]] == ran
+    run_defense(registry.build("defense", name, params), ctx)
+    plan = plan_cell(registry.build("defense", name, params), "defense", privacy_of(ctx.ledger))
+    return plan, ctx
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_plan_equals_what_the_run_recorded(case, make_ctx):
+    plan, ctx = run_and_plan(case, make_ctx)  # no ctx for the plan: it needs no data
+    assert plan["spends"] and plan["note"] == ""
+    assert_plan_equals_run(plan, ctx)
+
+
+@pytest.mark.parametrize("case", ["dped", "dped (hard targets)", "dped_pate"])
+def test_the_wire_counts_queries_asked_and_answers_given(case, make_ctx):
+    _, ctx = run_and_plan(case, make_ctx)
+    units, queries = ctx.wire.units, CASES[case]["num_queries"]
+    assert units[releases.THRESHOLD] == queries  # one flag per query asked
+    answered = units[releases.ANSWERS]
+    assert 0 < answered <= queries
+    assert units.get(releases.HIDDEN, answered) == answered  # hidden means of answered queries
+    assert ctx.wire.releases[releases.ANSWERS].limit == queries
+
+
+def test_the_wire_counts_one_gradient_send_per_dpsgd_step(make_ctx):
+    _, ctx = run_and_plan("dped_dpsgd", make_ctx)
+    assert ctx.wire.units[releases.GRADIENT] == SGD["steps"]
+    assert ctx.wire.bytes(name=releases.GRADIENT) > 0
+
+
+def test_a_run_that_answers_more_queries_than_planned_fails(make_ctx, monkeypatch):
+    real = defenses.teacher_outputs
+
+    def more_queries(ctx, setup, p, **kwargs):  # a bug: every vocabulary word is queried
+        return real(ctx, setup, p.model_copy(update={"num_queries": len(setup.vocab)}), **kwargs)
+
+    monkeypatch.setattr(defenses, "teacher_outputs", more_queries)
+    plan, ctx = run_and_plan("dped", make_ctx)
+    assert ctx.wire.units[releases.THRESHOLD] > CASES["dped"]["num_queries"]
+    with pytest.raises(AssertionError, match="more units than declared"):
+        assert_plan_equals_run(plan, ctx)
+    assert any("the excess is not covered" in r for r in ctx.ledger.no_guarantee_reasons)
+
+
+def test_a_run_that_trains_more_steps_than_planned_fails(make_ctx, monkeypatch):
+    real = dpsgd.train_dpsgd_documents
+    monkeypatch.setattr(dpsgd, "train_dpsgd_documents",
+                        lambda *a, **k: real(*a, **{**k, "steps": k["steps"] + 3}))
+    plan, ctx = run_and_plan("dped_dpsgd", make_ctx)
+    assert ctx.wire.units[releases.GRADIENT] == SGD["steps"] + 3
+    with pytest.raises(AssertionError, match="more units than declared"):
+        assert_plan_equals_run(plan, ctx)
+
+
+def test_a_plan_that_under_states_the_run_fails(make_ctx, monkeypatch):
+    """The plan is a second statement (params only): if it lists fewer queries than the run
+    declares and sends, the comparison fails even though the wire saw no excess."""
+    plan, ctx = run_and_plan("dped_pate", make_ctx)
+    fewer = [{**s, "count": s["count"] - 1} for s in plan["spends"]]
+    with pytest.raises(AssertionError, match="differs from its plan"):
+        assert_plan_equals_run({**plan, "spends": fewer}, ctx)
