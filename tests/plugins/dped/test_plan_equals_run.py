@@ -6,9 +6,12 @@ from dpkit_dped import defenses, dpsgd, releases
 
 from dpkit.contract.plugins import get_registry
 from dpkit.contract.releases import run_defense
-from dpkit.runner.plan import plan_cell
+from dpkit.contract.registry import Registry
+from dpkit.runner.execute import execute_cell
+from dpkit.runner.plan import plan_cell, plan_one
+from dpkit.spec import Cell
 from dpkit.testing.defense_contract import assert_plan_equals_run, privacy_of
-from tests.plugins.dped.conftest import SMALL, TEACHER
+from tests.plugins.dped.conftest import SMALL, TEACHER, TinyPublic, TinyTopics, tiny_dataset
 
 SGD = {**SMALL, "steps": 12, "sampling_rate": 0.2, "pairs_per_doc": 8}
 CASES = {
@@ -91,3 +94,37 @@ def test_a_plan_that_under_states_the_run_fails(make_ctx, monkeypatch):
     fewer = [{**s, "count": s["count"] - 1} for s in plan["spends"]]
     with pytest.raises(AssertionError, match="differs from its plan"):
         assert_plan_equals_run({**plan, "spends": fewer}, ctx)
+
+
+class TinyPrivate(TinyPublic):
+    """The tests' private corpus as a registered source (for a cell run by the runner)."""
+
+    name = "tiny_private"
+
+    def load(self):
+        """The corpus."""
+        return tiny_dataset("tiny_private", 120, 30, seed=0)
+
+
+def dped_cell(name: str, params: dict) -> tuple[Cell, Registry]:
+    """A one-seed cell of ``name`` on the tiny corpora, and a registry that knows them."""
+    registry = Registry()
+    for source in (TinyPublic, TinyTopics, TinyPrivate):
+        registry.add("dataset", source, "tests")
+    registry.add("defense", type(get_registry().build("defense", name, params)), "dpkit_dped")
+    cell = Cell("tiny", name, "defense", name, params, {}, 0, {"name": "tiny_private", "params": {}},
+                None, [], {}, "cpu", {"delta": 1e-5, "accountant": "rdp"}, key=f"tiny-{name}")
+    return cell, registry
+
+
+def test_the_runner_checks_each_cell_against_its_plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPKIT_CACHE", str(tmp_path))
+    cell, registry = dped_cell("dped_dpsgd", CASES["dped_dpsgd"])
+    assert plan_one(cell, registry)["spends"]  # the plan needs no data for DPED's family
+    assert execute_cell(cell, registry)["plan"] == "equal"
+    real = dpsgd.train_dpsgd_documents
+    monkeypatch.setattr(dpsgd, "train_dpsgd_documents",
+                        lambda *a, **k: real(*a, **{**k, "steps": k["steps"] + 1}))
+    row = execute_cell(cell, registry)
+    assert row["plan"].startswith("differs from the plan")
+    assert "noisy_gradient (over declaration)" in row["plan"]
