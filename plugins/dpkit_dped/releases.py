@@ -53,7 +53,8 @@ def query_releases(plan) -> list[Release]:
     names = ([THRESHOLD] if plan.faithful or plan.sigma_threshold is not None else []) + [ANSWERS]
     names += [HIDDEN] if hidden else []
     if len(names) != len(spends):
-        raise AssertionError(f"DPED plan has {len(spends)} spends for channels {names}")
+        raise ValueError(f"a DPED noise plan with {len(spends)} spends cannot name its channels "
+                         f"{names}: NoisePlan.spends() and query_releases() disagree")
     return [as_release(name, spend) for name, spend in zip(names, spends)]
 
 
