@@ -70,7 +70,9 @@ def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool 
     """Build ``cell``'s defense, ledger and context, and declare the defense's releases.
 
     With ``planning``, a defense that states its spends from its params alone
-    (:class:`~dpkit.contract.protocols.PlansSpends`) records them without loading any data.
+    (:class:`~dpkit.contract.protocols.PlansSpends`) records them without loading any data, even
+    when it also declares releases (DPED's family): its plan is then a second statement, which
+    :mod:`dpkit.runner.plan_check` compares with what each run recorded.
     ``ledger`` (default: a fresh one from the cell's privacy settings) lets a caller read what
     was recorded even when a ceiling refuses a spend part-way.
     """
@@ -79,7 +81,7 @@ def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool 
     privacy = PrivacySettings.model_validate(cell.privacy)
     ledger = ledger if ledger is not None else ledger_for(privacy)
     defense = defense_for(cell, registry)
-    if planning and not isinstance(defense, DeclaresReleases):
+    if planning and (isinstance(defense, PlansSpends) or not isinstance(defense, DeclaresReleases)):
         if isinstance(defense, PlansSpends):
             for guarantee, label, count in defense.planned_spends(privacy):
                 ledger.spend(guarantee, label, count)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -12,7 +13,10 @@ import torch
 from dpkit.contract.attacks import run_attack
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.runner.cell import open_cell, settle
+from dpkit.runner.plan_check import EQUAL, NOT_PLANNED, check_plan
 from dpkit.spec import Cell
+
+log = logging.getLogger(__name__)
 
 
 def seed_everything(seed: int) -> None:
@@ -33,7 +37,13 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
     opened = open_cell(cell, registry, device, progress=progress)
     ctx, ledger = opened.ctx, opened.ledger
     assert ctx is not None  # only a plan leaves the context unbuilt
+    declared = len(ledger.spends)
     result = settle(opened.defense.run(ctx), ctx)
+    plan = check_plan(opened.defense, ctx.privacy, ledger, declared)
+    if plan not in (EQUAL, NOT_PLANNED):
+        log.warning("cell %s: the run's ledger %s (dpkit budget spec under-stated it)",
+                    cell.key, plan)
+        ctx.say(f"WARNING: the run's ledger {plan}")
     metrics = {k: float(v) for k, v in result.metrics.items()}
     skipped = []
     for ref in cell.attacks:
@@ -56,6 +66,7 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         "metrics": metrics,
         "privacy": ledger.summary(),
         "ledger": ledger.to_dict(),
+        "plan": plan,
         "wire_bytes": dict(result.wire_bytes),
         "training_curves": list(result.training_curves),
         "attacks_skipped": skipped,

@@ -2,8 +2,10 @@
 
 Each cell is opened exactly as a run opens it (:func:`dpkit.runner.cell.open_cell`: the same
 defense, ledger, context and declared releases), and its ledger is read instead of running the
-defense. Components whose spends depend only on their params implement ``planned_spends(privacy)``;
-anything else is listed with a note that its spends are only known by running it.
+defense. Components whose spends depend only on their params implement ``planned_spends(privacy)``,
+which is then the plan (no data loaded) even if they also declare releases; each run checks its
+ledger against it (:mod:`dpkit.runner.plan_check`). Anything else is listed with a note that its
+spends are only known by running it.
 """
 
 from __future__ import annotations
@@ -49,20 +51,21 @@ def plan_cell(component: Any, kind: str, privacy: Any, ctx: Any = None) -> dict[
     """Spends, ledger summary, note and (if the ceiling refuses one) the refusal, for one component.
 
     ``ctx`` is a :class:`dpkit.contract.context.RunContext` with the cell's data and model; it is
-    needed for components that declare releases (their counts come from the data).
+    needed for components that declare releases (their counts come from the data) and do not
+    state their spends from their params (``planned_spends``, which wins when both exist).
     """
     ledger = ledger_for(privacy)
     refused = None
     try:
-        if isinstance(component, DeclaresReleases):
+        if isinstance(component, PlansSpends):
+            for guarantee, label, count in component.planned_spends(privacy):
+                ledger.spend(guarantee, label, count)
+        elif isinstance(component, DeclaresReleases):
             if ctx is None:
                 raise ValueError(f"{type(component).__name__} declares releases from the data; "
                                  "pass the cell's RunContext as ctx=")
             ctx.ledger, ctx.wire = ledger, type(ctx.wire)(ledger)
             declare_releases(component, ctx)
-        elif isinstance(component, PlansSpends):
-            for guarantee, label, count in component.planned_spends(privacy):
-                ledger.spend(guarantee, label, count)
     except BudgetExceededError as exc:
         refused = str(exc)
     return _record(ledger, "" if refused else _note(component, ledger), refused)

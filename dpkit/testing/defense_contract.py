@@ -78,23 +78,16 @@ class DefenseContract(ParamsContract):
             assert covered in ctx.wire.spends, f"upload {name!r} has no ledger entry"
 
     def test_plan_equals_run(self):
-        """``dpkit budget spec`` plans exactly the entries a run records (labels, counts, ∞)."""
+        """``dpkit budget spec`` plans exactly the entries a run records (labels, counts, ∞), and
+        no release carried more units than the wire was told it would."""
         from dpkit.runner.plan import NOT_DECLARED, plan_cell
 
         result, ctx = self._run()
-        ledger = ctx.ledger
-        privacy = type("Privacy", (), {"delta": ledger.delta_target,
-                                       "accountant": ledger.accountant, "ceiling": None,
-                                       "neighboring": ledger.neighboring})
-        plan = plan_cell(build_component("defense", self.defense, self.params), "defense", privacy,
-                         self.make_context())
+        plan = plan_cell(build_component("defense", self.defense, self.params), "defense",
+                         privacy_of(ctx.ledger), self.make_context())
         assert plan["note"] != NOT_DECLARED, (f"{self.defense} declares neither releases(ctx) "
                                               "nor planned_spends(): its plan cannot be shown")
-        ran = [(s.label, s.count, s.guarantee) for s in ledger.spends]
-        planned = [(s["label"], s["count"], s["guarantee"]) for s in plan["spends"]]
-        from dpkit.accounting.serialize import guarantee_to_dict
-
-        assert [(label, count, guarantee_to_dict(g)) for label, count, g in ran] == planned
+        assert_plan_equals_run(plan, ctx)
 
     def test_reproducible(self):
         """The same seed gives the same metrics (timings, named ``*_s`` or ``*seconds``, aside)."""
@@ -105,3 +98,28 @@ class DefenseContract(ParamsContract):
 
 def _untimed(metrics: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if not (k.endswith("_s") or k.endswith("seconds"))}
+
+
+def privacy_of(ledger: Any) -> Any:
+    """The privacy settings (δ, accountant, neighbouring; no ceiling) of ``ledger``, as a plan takes them."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(delta=ledger.delta_target, accountant=ledger.accountant, ceiling=None,
+                           neighboring=ledger.neighboring)
+
+
+def assert_plan_equals_run(plan: dict[str, Any], ctx: Any) -> None:
+    """Fail unless ``plan`` (a :func:`dpkit.runner.plan.plan_cell` / ``plan_one`` record) lists
+    exactly the entries ``ctx.ledger`` recorded in the run — labels, counts and guarantees — and
+    every release on ``ctx.wire`` carried at most the units it declared (the wire's own count)."""
+    from dpkit.accounting.serialize import guarantee_to_dict
+
+    limits = {name: ctx.wire.releases[name].limit for name in ctx.wire.units}
+    over = {name: (sent, limits[name]) for name, sent in ctx.wire.units.items()
+            if limits[name] is not None and sent > limits[name]}
+    assert not over, f"releases carried more units than declared (sent, declared): {over}"
+    ran = [(s.label, s.count, guarantee_to_dict(s.guarantee)) for s in ctx.ledger.spends]
+    planned = [(s["label"], s["count"], s["guarantee"]) for s in plan["spends"]]
+    assert ran == planned, ("the run's ledger differs from its plan:\n  planned "
+                            f"{[(label, n) for label, n, _ in planned]}\n  ran     "
+                            f"{[(label, n) for label, n, _ in ran]}")

@@ -9,10 +9,13 @@ from pydantic import Field
 
 import dpkit
 from dpkit.contract.protocols import DefenseResult
+from dpkit.contract.releases import declare_releases
+from dpkit.release.declaration import Release
 from dpkit.ml.training import attach_curves
-from dpkit_dped.aggregation import Aggregate, aggregate
+from dpkit_dped.aggregation import aggregate
 from dpkit_dped.pipeline import evaluate, prepare, public_model, teacher_models, teacher_outputs
 from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, noiseless_plan, plan_noise
+from dpkit_dped.releases import query_releases, send_answers
 from dpkit_dped.skipgram import WordModel
 from dpkit_dped.student import train_student
 from dpkit_dped.targets import hidden_targets, nonnegative, soft_targets
@@ -59,7 +62,7 @@ def with_curves(metrics: dict[str, float], models) -> DefenseResult:
 
 
 def record(ctx, spends) -> None:
-    """Record every planned spend on the ledger — before anything private is released."""
+    """Record planned spends on the ledger directly (the audits' path; defenses declare releases)."""
     for guarantee, label, count in spends:
         ctx.ledger.spend(guarantee, label=label, count=count)
 
@@ -136,7 +139,13 @@ class DpedDefense(dpkit.Component):
 
     def noise_plan(self, delta: float, accountant: str) -> NoisePlan:
         """σ of each release, calibrated to the target ε for ``num_queries`` queries (all 0 when
-        ``noiseless``)."""
+        ``noiseless``); calibrated once per (δ, accountant)."""
+        known = self.__dict__.setdefault("_plans", {})
+        if (delta, accountant) not in known:
+            known[delta, accountant] = self._calibrate(delta, accountant)
+        return known[delta, accountant]
+
+    def _calibrate(self, delta: float, accountant: str) -> NoisePlan:
         p = self.params
         shares = {"threshold": p.share_threshold, "votes": p.share_votes}
         sens = 0.0
@@ -153,15 +162,20 @@ class DpedDefense(dpkit.Component):
         """The ledger entries a run will record."""
         return self.noise_plan(privacy.delta, privacy.accountant).spends()
 
+    def releases(self, ctx) -> list[Release]:
+        """What the aggregator sends the student (:mod:`dpkit_dped.releases`), one per planned spend."""
+        return query_releases(self.noise_plan(*privacy_settings(ctx)))
+
     def run(self, ctx) -> DefenseResult:
-        """Train or load teachers, aggregate with noise, train the student, evaluate it."""
+        """Train or load teachers, aggregate with noise, send the answers, train the student on
+        what it received, evaluate it."""
+        declare_releases(self, ctx)
         p = self.params
         setup = prepare(ctx, p)
         if p.num_queries > len(setup.vocab):
             raise ValueError(f"{self.name}: num_queries={p.num_queries} exceeds the public vocabulary "
                              f"of {len(setup.vocab)} words; lower num_queries or raise vocab_size")
         plan = self.noise_plan(*privacy_settings(ctx))
-        record(ctx, plan.spends())
         reference = public_model(ctx, setup, p)
         teachers = teacher_models(ctx, setup, p)
         ctx.say(f"{self.name}: aggregating {p.num_queries} queries over {len(teachers)} teachers "
@@ -170,9 +184,10 @@ class DpedDefense(dpkit.Component):
                                           hidden=self.uses_hidden)
         agg = aggregate(vectors, summed, plan, threshold=p.threshold_votes,
                         clip=getattr(p, "clip", 1.0), generator=ctx.generator("dped-noise"))
-        kept = agg.answered.nonzero().squeeze(1)
-        targets, informative_out = self.output_target(agg, kept, plan, reference)
-        hidden, informative_hidden = self.hidden_target(agg, kept, plan, reference)
+        kept, outputs, hidden_means = send_answers(
+            ctx.wire, agg.answered, agg.soft if p.target == "soft" else agg.labels, agg.hidden)
+        targets, informative_out = self.output_target(kept, outputs, plan, reference)
+        hidden, informative_hidden = self.hidden_target(kept, hidden_means, plan, reference)
         student = train_student(
             kept, hidden, targets, output_rows=informative_out, hidden_rows=informative_hidden,
             vocab_size=len(setup.vocab), dim=p.dim, epochs=p.student_epochs, lr=p.student_lr,
@@ -192,26 +207,25 @@ class DpedDefense(dpkit.Component):
             metrics["target_epsilon"] = p.target_epsilon
         return with_curves(metrics, [student, reference, *teachers])
 
-    def output_target(self, agg: Aggregate, kept: torch.Tensor, plan: NoisePlan,
+    def output_target(self, kept: torch.Tensor, outputs: torch.Tensor, plan: NoisePlan,
                       reference: WordModel) -> tuple[torch.Tensor, torch.Tensor]:
-        """Labels (hard) or soft target rows of the answered queries, from the releases alone, and
-        which of them carry information."""
+        """Labels (hard) or soft target rows of the answered queries ``kept``, from their received
+        ``outputs`` alone, and which of them carry information."""
         p = self.params
         if p.target == "hard":
-            return agg.labels[kept], torch.ones(len(kept), dtype=torch.bool, device=kept.device)
-        assert agg.soft is not None  # a soft plan releases the noisy sum
+            return outputs, torch.ones(len(kept), dtype=torch.bool, device=kept.device)
         prior = reference.context_logits(kept).softmax(dim=-1) if p.shrinkage == "wiener" else None
-        target, informative = soft_targets(agg.soft[kept], p.teachers, plan.sigma_votes, prior)
+        target, informative = soft_targets(outputs, p.teachers, plan.sigma_votes, prior)
         return (nonnegative(target) if p.output_loss == "cross_entropy" else target), informative
 
-    def hidden_target(self, agg: Aggregate, kept: torch.Tensor, plan: NoisePlan,
+    def hidden_target(self, kept: torch.Tensor, hidden_means: torch.Tensor | None, plan: NoisePlan,
                       reference: WordModel) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """The student's hidden targets of the answered queries (``None`` without a hidden
+        """The student's hidden targets of the answered queries ``kept`` (``None`` without a hidden
         release) and which of them carry information."""
-        if agg.hidden is None:
+        if hidden_means is None:
             return None, torch.zeros(len(kept), dtype=torch.bool, device=kept.device)
         p = self.params
-        return hidden_targets(agg.hidden[kept], reference.vectors[kept], clip=p.clip,
+        return hidden_targets(hidden_means, reference.vectors[kept], clip=p.clip,
                               noise_std=plan.sigma_hidden or 0.0,
                               shrink=p.shrinkage == "wiener",
                               rescale=p.hidden_target == "public_norm")

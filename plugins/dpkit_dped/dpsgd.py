@@ -17,8 +17,11 @@ from pydantic import Field
 import dpkit
 from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_noise, dpsgd_event
 from dpkit_dped.corpus import document_tensor, encode
-from dpkit_dped.defenses import CorpusParams, privacy_settings, record, with_curves
+from dpkit.contract.releases import declare_releases
+from dpkit.release.declaration import Release
+from dpkit_dped.defenses import CorpusParams, privacy_settings, with_curves
 from dpkit_dped.pipeline import evaluate, prepare, public_model
+from dpkit_dped.releases import GRADIENT, as_release, gradient_sender
 from dpkit_dped.sgd import (
     SkipGramNS,
     opacus_clipped_sum,
@@ -29,6 +32,12 @@ from dpkit_dped.sgd import (
 
 __all__ = ["DpedDpsgd", "DpedNonPrivateSgd", "DpedPublicSgd", "SkipGramNS", "opacus_clipped_sum",
            "sparse_clipped_sum", "train_dpsgd", "train_dpsgd_documents"]
+
+
+def gradient_releases(spends: list, covers: int | None = None) -> list[Release]:
+    """The one ``noisy_gradient`` release of a DP-SGD plan's single spend (unit: send)."""
+    (spend,) = spends
+    return [as_release(GRADIENT, spend, unit="send", covers=covers)]
 
 
 class SgdParams(CorpusParams):
@@ -48,7 +57,8 @@ def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm:
                      clipping: str = "sparse", public: bool = False):
     """(setup, trained model, public start or None): ``p``'s recipe on the private training split.
 
-    ``public``: the same recipe on the public corpus's documents instead (DP-SGD's own floor), at
+    Each step's noisy gradient crosses ``ctx.wire`` as one ``noisy_gradient`` send (declared by
+    the caller). ``public``: the same recipe on the public corpus's documents instead (DP-SGD's own floor), at
     the sampling rate that gives the private run's expected batch size, so that the noise added
     to the averaged gradient has the private run's scale.
     """
@@ -66,7 +76,8 @@ def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm:
         noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
         sampling_rate=rate, steps=steps, lr=p.lr, generator=ctx.generator("dped-dpsgd"),
         clipping=clipping, optimizer=p.optimizer, momentum=p.momentum, init=start,
-        validation=tuple(x.to(ctx.device) for x in setup.validation))
+        validation=tuple(x.to(ctx.device) for x in setup.validation),
+        release=gradient_sender(ctx.wire))
     return setup, model, start
 
 
@@ -95,10 +106,14 @@ class DpedDpsgd(dpkit.Component):
     Params = DpsgdParams
 
     def noise_multiplier(self, delta: float, accountant: str) -> float:
-        """z such that ``steps`` Poisson-sampled steps spend at most the target ε."""
-        p = self.params
-        return calibrate_noise(lambda z: dpsgd_event(z, p.sampling_rate, p.step_count()),
-                               p.target_epsilon, delta, accountant)
+        """z such that ``steps`` Poisson-sampled steps spend at most the target ε (calibrated once
+        per (δ, accountant))."""
+        p, known = self.params, self.__dict__.setdefault("_calibrated", {})
+        if (delta, accountant) not in known:
+            known[delta, accountant] = calibrate_noise(
+                lambda z: dpsgd_event(z, p.sampling_rate, p.step_count()), p.target_epsilon,
+                delta, accountant)
+        return known[delta, accountant]
 
     def spends_for(self, z: float) -> list:
         """Ledger entries for noise multiplier ``z``: one grouped entry, count = steps."""
@@ -110,11 +125,16 @@ class DpedDpsgd(dpkit.Component):
         """The ledger entries a run will record."""
         return self.spends_for(self.noise_multiplier(privacy.delta, privacy.accountant))
 
+    def releases(self, ctx) -> list[Release]:
+        """One noisy gradient per step crosses the wire (unit: send, count: steps)."""
+        return gradient_releases(self.spends_for(self.noise_multiplier(*privacy_settings(ctx))))
+
     def run(self, ctx):
-        """Calibrate, record, train with per-document clipping and noise, evaluate."""
+        """Calibrate, declare, train with per-document clipping and noise (each step's gradient
+        sent over the wire), evaluate."""
+        declare_releases(self, ctx)
         p = self.params
         z = self.noise_multiplier(*privacy_settings(ctx))
-        record(ctx, self.spends_for(z))
         steps = p.step_count()
         ctx.say(f"dped_dpsgd: {steps} DP-SGD steps, q={p.sampling_rate}, z={z:.3f}")
         setup, model, start = train_on_private(ctx, p, steps, z, p.max_grad_norm, p.clipping)
@@ -134,10 +154,14 @@ class DpedNonPrivateSgd(dpkit.Component):
         reason = "non-private baseline: the DP-SGD recipe on the private corpus without noise"
         return [(NoGuarantee(reason), "non-private SGD skip-gram", 1)]
 
+    def releases(self, ctx) -> list[Release]:
+        """Each step's gradient crosses the wire under the one ε = ∞ entry."""
+        return gradient_releases(self.planned_spends(None))
+
     def run(self, ctx):
         """Train (no clipping, no noise) and evaluate."""
+        declare_releases(self, ctx)
         p = self.params
-        record(ctx, self.planned_spends(None))
         ctx.say(f"dped_nonprivate_sgd: {p.steps} SGD steps, q={p.sampling_rate}")
         setup, model, start = train_on_private(ctx, p, p.steps, 0.0, math.inf)
         metrics = evaluate(ctx, setup, model, p)
@@ -158,10 +182,14 @@ class DpedPublicSgd(DpedDpsgd):
         return [(DpGuarantee(dp_accounting.NoOpDpEvent()),
                  "DP-SGD recipe on the public corpus (no private data)", 1)]
 
+    def releases(self, ctx) -> list[Release]:
+        """Each step's gradient (of public documents) crosses under the one ε = 0 entry."""
+        return gradient_releases(self.planned_spends(None), covers=self.params.step_count())
+
     def run(self, ctx):
         """The private run's z and steps, trained on public documents, evaluated on private test."""
+        declare_releases(self, ctx)
         p = self.params
-        record(ctx, self.planned_spends(None))
         z = self.noise_multiplier(*privacy_settings(ctx))
         steps = p.step_count()
         ctx.say(f"dped_public_sgd: {steps} steps on public documents, z={z:.3f}")

@@ -13,13 +13,22 @@ import dp_accounting
 import dpkit
 from dpkit.accounting import DpGuarantee, NoGuarantee
 from dpkit.contract.protocols import DefenseResult
-from dpkit_dped.defenses import CorpusParams, EnsembleParams, record, with_curves
+from dpkit.contract.releases import declare_releases
+from dpkit.release.declaration import Release
+from dpkit_dped.defenses import CorpusParams, EnsembleParams, with_curves
 from dpkit_dped.evaluation import ensemble_perplexity
 from dpkit_dped.pipeline import evaluate, nonprivate_model, prepare, public_model, teacher_models
+from dpkit_dped.releases import MODEL, as_release, send_models
 
 NONPRIVATE_REASON = "non-private baseline: skip-gram trained on the private corpus without noise"
 ENSEMBLE_REASON = ("reference: the teachers' averaged predictive distribution, computed from the "
                    "private shards without noise")
+
+
+def model_releases(spends: list) -> list[Release]:
+    """The one ``model`` release of a reference row's single planned spend (unit: send)."""
+    (spend,) = spends
+    return [as_release(MODEL, spend, unit="send")]
 
 
 class NonPrivateParams(CorpusParams):
@@ -36,11 +45,15 @@ class DpedNonPrivate(dpkit.Component):
         """One NoGuarantee entry."""
         return [(NoGuarantee(NONPRIVATE_REASON), "non-private skip-gram", 1)]
 
+    def releases(self, ctx) -> list[Release]:
+        """The trained model crosses the wire once, under the one planned entry."""
+        return model_releases(self.planned_spends(None))
+
     def run(self, ctx) -> DefenseResult:
-        """Train (or load) the model and evaluate it."""
-        record(ctx, self.planned_spends(None))
+        """Train (or load) the model, send it, and evaluate what was received."""
+        declare_releases(self, ctx)
         setup = prepare(ctx, self.params)
-        model = nonprivate_model(ctx, setup, self.params)
+        (model,) = send_models(ctx.wire, [nonprivate_model(ctx, setup, self.params)])
         return with_curves(evaluate(ctx, setup, model, self.params), [model])
 
 
@@ -54,10 +67,10 @@ class DpedPublic(DpedNonPrivate):
         return [(DpGuarantee(dp_accounting.NoOpDpEvent()), "public corpus only (no private data)", 1)]
 
     def run(self, ctx) -> DefenseResult:
-        """Train (or load) the public model and evaluate it."""
-        record(ctx, self.planned_spends(None))
+        """Train (or load) the public model, send it, and evaluate what was received."""
+        declare_releases(self, ctx)
         setup = prepare(ctx, self.params)
-        model = public_model(ctx, setup, self.params)
+        (model,) = send_models(ctx.wire, [public_model(ctx, setup, self.params)])
         return with_curves(evaluate(ctx, setup, model, self.params), [model])
 
 
@@ -75,12 +88,16 @@ class DpedEnsemble(dpkit.Component):
         """One NoGuarantee entry."""
         return [(NoGuarantee(ENSEMBLE_REASON), "teacher ensemble (noiseless)", 1)]
 
+    def releases(self, ctx) -> list[Release]:
+        """The teachers cross the wire once (one send), under the one planned entry."""
+        return model_releases(self.planned_spends(None))
+
     def run(self, ctx) -> DefenseResult:
-        """Train (or load) the teachers and score their averaged distribution."""
-        record(ctx, self.planned_spends(None))
+        """Train (or load) the teachers, send them, and score their averaged distribution."""
+        declare_releases(self, ctx)
         p = self.params
         setup = prepare(ctx, p)
-        teachers = teacher_models(ctx, setup, p)
+        teachers = send_models(ctx.wire, teacher_models(ctx, setup, p))
         centers, contexts = (x.to(ctx.device) for x in setup.heldout)
         metrics = {"perplexity": ensemble_perplexity(teachers, centers, contexts),
                    "teachers": float(len(teachers))}

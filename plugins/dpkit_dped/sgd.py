@@ -84,7 +84,9 @@ def train_on_pairs(n: int, draw: Callable, neg_probs: torch.Tensor, *, dim: int,
                    clipping: str = "sparse",
                    validation: tuple[torch.Tensor, torch.Tensor] | None = None,
                    curve_points: int = 20, optimizer: str = "sgd", momentum: float = 0.9,
-                   init: WordModel | None = None) -> WordModel:
+                   init: WordModel | None = None,
+                   release: Callable[[list[torch.Tensor]], list[torch.Tensor]] | None = None,
+                   ) -> WordModel:
     """Run ``steps`` DP-SGD steps over ``n`` documents; returns the model with its curve.
 
     Each step Poisson-samples documents at rate q, takes their (center, context) pairs from
@@ -96,7 +98,8 @@ def train_on_pairs(n: int, draw: Callable, neg_probs: torch.Tensor, *, dim: int,
     ``opacus_accountant``, when given, is stepped alongside so its ε can be compared with dpkit's
     ledger. The curve records, ``curve_points`` times, the mean training loss per pair since the
     last point and the validation pairs' log perplexity. ``init`` (a public model) replaces the
-    random start: fine-tuning.
+    random start: fine-tuning. ``release``, when given, carries each step's noisy gradients to
+    the side that applies them (e.g. across ``ctx.wire``) and returns what arrived.
     """
     dev = generator.device
     vocab_size = len(neg_probs)
@@ -127,11 +130,14 @@ def train_on_pairs(n: int, draw: Callable, neg_probs: torch.Tensor, *, dim: int,
         neg = torch.multinomial(neg_probs, max(x.numel(), 1) * negatives, replacement=True,
                                 generator=generator)[:x.numel() * negatives]
         sums, _, losses = clipped(c, torch.cat([x.unsqueeze(-1), neg.view(*x.shape, negatives)], -1), m)
+        grads = []
         for p, total in zip(params, sums):  # an empty batch still releases the noise
             if noise_multiplier > 0:
                 total = total + noise_multiplier * max_grad_norm * torch.randn(
                     p.shape, generator=generator, device=dev)
-            p.grad = total / expected
+            grads.append(total / expected)
+        for p, grad in zip(params, release(grads) if release is not None else grads):
+            p.grad = grad
         opt.step()
         seen, loss_sum = seen + float(m.sum()), loss_sum + float(losses.sum())
         if opacus_accountant is not None:

@@ -14,7 +14,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from dpkit.base.cache import process_cache
-from dpkit.ml.training import EarlyStopping, TrainingCurve
+from dpkit.ml.loop import Validation, fit_epochs
+from dpkit.ml.training import TrainingCurve
 from dpkit_dped.corpus import Vocabulary
 
 
@@ -126,31 +127,44 @@ def _train_stopping(model, sents, total: int, order: list[int], epochs: int, pat
     if holdout is None or len(holdout[0]) == 0:
         raise ValueError("early stopping a skip-gram needs holdout (center, context) pairs; hold "
                          "out documents the stopping loss can be measured on, or set patience to None")
-    stopper = EarlyStopping(patience)
     start, end = model.alpha, model.min_alpha
-    best: tuple[np.ndarray, np.ndarray] | None = None
-    for epoch in range(epochs):
+    current = _Vectors()
+
+    def train_epoch(epoch: int) -> float:
         model.train(sents, total_examples=len(sents), total_words=total, epochs=1,
-                    start_alpha=start - (start - end) * epoch / epochs,
-                    end_alpha=start - (start - end) * (epoch + 1) / epochs)
-        vec, out = model.wv.vectors[order], model.syn1neg[order]
-        held = validation_loss(vec, out, holdout)
-        curve.add(epoch + 1, validation_loss(vec, out, probe), held,
-                  math.nan if validation is None else validation_loss(vec, out, validation))
-        kept = stopper.best_step
-        stop = stopper.update(epoch + 1, held)
-        if stopper.best_step != kept:
-            best = (vec.copy(), out.copy())
-        if stop:
-            break
-    stopper.mark(curve)
+                    start_alpha=start - (start - end) * (epoch - 1) / epochs,
+                    end_alpha=start - (start - end) * epoch / epochs)
+        current.hold(model.wv.vectors[order], model.syn1neg[order])
+        return validation_loss(*current.arrays, probe)
+
+    def validate() -> Validation:
+        held = validation_loss(*current.arrays, holdout)
+        return Validation(held, math.nan if validation is None else
+                          validation_loss(*current.arrays, validation))
+
+    fit_epochs(curve, epochs, train_epoch, validate, modules=(current,), patience=patience)
     if validation is not None:
         curve.val_metric_name = "private_validation_log_perplexity (diagnostic)"
     else:
         curve.val_metric = []
-    assert best is not None
-    return WordModel(torch.from_numpy(np.ascontiguousarray(best[0], dtype=np.float32)),
-                     torch.from_numpy(np.ascontiguousarray(best[1], dtype=np.float32)), curve=curve)
+    return WordModel(current.vectors.clone(), current.out.clone(), curve=curve)
+
+
+class _Vectors(torch.nn.Module):
+    """A gensim model's current (input, output) vectors held as buffers, so that the loop's
+    early stopping can snapshot the best epoch's and put them back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("vectors", torch.empty(0))
+        self.register_buffer("out", torch.empty(0))
+        self.arrays: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
+
+    def hold(self, vectors: np.ndarray, out: np.ndarray) -> None:
+        """Hold copies of ``vectors`` and ``out`` (float32)."""
+        self.arrays = (vectors.copy(), out.copy())
+        self.vectors = torch.from_numpy(np.ascontiguousarray(self.arrays[0], dtype=np.float32))
+        self.out = torch.from_numpy(np.ascontiguousarray(self.arrays[1], dtype=np.float32))
 
 
 def cache_key(*parts: object) -> str:

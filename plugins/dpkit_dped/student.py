@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from dpkit.ml.training import EarlyStopping, TrainingCurve
+from dpkit.ml.loop import Validation, fit_epochs
+from dpkit.ml.training import TrainingCurve
 from dpkit_dped.evaluation import perplexity
 from dpkit_dped.skipgram import WordModel
 
@@ -137,18 +138,20 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
         with torch.no_grad():
             return math.log(perplexity(student.to_word_model(), *validation))
 
-    stopper = EarlyStopping(patience) if held is not None and patience is not None else None
-    if stopper is not None:
+    stopping = held is not None and patience is not None
+
+    def start() -> Validation:
         with torch.no_grad():
-            start = held_output()
-            curve.add(0, float(eq3(fit)), start, diagnostic())
-        stopper.update(0, start, student)
+            held_loss = held_output()
+            return Validation(held_loss, diagnostic(), train=float(eq3(fit)))
+
     if len(fit) == 0:  # nothing left to fit by gradient: all closed form
         curve.add(0, 0.0, diagnostic())
         curve.solver_converged = True
     opt = torch.optim.Adam(student.parameters(), lr=lr)
     n = len(fit)
-    for epoch in range(epochs if n else 0):
+
+    def train_epoch(epoch: int) -> float:
         order = fit[torch.randperm(n, generator=generator, device=generator.device).to(fit.device)]
         total = 0.0
         for s in range(0, n, batch_size):
@@ -157,16 +160,15 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
             loss.backward()
             opt.step()
             total += float(loss.detach()) * min(batch_size, n - s)
-        if stopper is None or held is None:
-            curve.add(epoch + 1, total / n, diagnostic())
-            continue
-        held_loss = held_output()
-        curve.add(epoch + 1, total / n, held_loss, diagnostic())
-        if stopper.update(epoch + 1, held_loss, student):
-            break
-    if stopper is not None:
-        stopper.restore(student)
-        stopper.mark(curve)
+        return total / n
+
+    def validate() -> Validation:
+        if stopping:
+            return Validation(held_output(), diagnostic())
+        return Validation(diagnostic())
+
+    fit_epochs(curve, epochs if n else 0, train_epoch, validate, modules=(student,),
+               patience=patience if stopping else None, start=start if stopping else None)
     model = student.to_word_model()
     model.curve = curve
     return model

@@ -1,0 +1,88 @@
+"""What each DPED-family defense sends across ``ctx.wire``, declared from its planned spends.
+
+Central DP has the same boundary as a split model: a trusted side (the private corpus, the
+teachers, the aggregator, DP-SGD's clipped per-document gradients) and an untrusted side (the
+student, the released model). Everything that crosses it is sent with ``ctx.wire.send`` and
+counted by the wire, and each release is declared before anything is sent, one ledger entry
+each, taken from the component's ``planned_spends`` — so ``dpkit budget spec`` plans exactly the
+declared entries, and the wire checks that a run sends no more than they cover (any excess is
+recorded as ε = ∞):
+
+- DPED / PATE: ``threshold`` — the noisy answered-or-abstained flag of every query, one row per
+  query asked; ``answers`` — the noisy summed outputs (soft) or noisy labels (hard) of the
+  answered queries, one row each; ``hidden_means`` — DPED's noisy means of clipped teacher vectors
+  of the answered queries. Each is declared for ``num_queries`` rows (every query is charged,
+  answered or not).
+- DP-SGD and its twins: ``noisy_gradient`` — one send per training step.
+- Reference rows (non-private, public, ensemble): ``model`` — the trained model, one send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+
+from dpkit.release.declaration import Release
+from dpkit_dped.skipgram import WordModel
+
+THRESHOLD, ANSWERS, HIDDEN = "threshold", "answers", "hidden_means"
+GRADIENT, MODEL = "noisy_gradient", "model"
+
+
+def as_release(name: str, spend: tuple, *, unit: str = "row", covers: int | None = None) -> Release:
+    """The release of one planned ``(guarantee, label, count)`` spend, sent under ``name``."""
+    guarantee, label, count = spend
+    return Release(name, guarantee, label, count, covers=covers, unit=unit)
+
+
+def query_releases(plan) -> list[Release]:
+    """The releases of a DPED / PATE noise plan (:class:`dpkit_dped.privacy.NoisePlan`), one per
+    planned spend and in the same order, plus covered-by releases for channels a single ∞ entry
+    covers (the noiseless plan)."""
+    spends = plan.spends()
+    hidden = plan.sigma_hidden is not None
+    if plan.noiseless:  # one NoGuarantee entry covers every channel
+        covered = [Release(ANSWERS, None, "noiseless outputs: covered by the noiseless entry",
+                           covered_by=THRESHOLD)]
+        if hidden:
+            covered.append(Release(HIDDEN, None, "noiseless hidden means: covered by the "
+                                   "noiseless entry", covered_by=THRESHOLD))
+        return [as_release(THRESHOLD, spends[0]), *covered]
+    names = ([THRESHOLD] if plan.faithful or plan.sigma_threshold is not None else []) + [ANSWERS]
+    names += [HIDDEN] if hidden else []
+    if len(names) != len(spends):
+        raise ValueError(f"a DPED noise plan with {len(spends)} spends cannot name its channels "
+                         f"{names}: NoisePlan.spends() and query_releases() disagree")
+    return [as_release(name, spend) for name, spend in zip(names, spends)]
+
+
+def send_answers(wire, answered: torch.Tensor, outputs: torch.Tensor,
+                 hidden: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Send the aggregator's releases to the student: every query's answered flag, then the
+    outputs and hidden means of the answered queries only. Returns what the student received:
+    (answered query ids, their outputs, their hidden means or None)."""
+    flags = wire.send(THRESHOLD, answered)
+    kept = flags.nonzero().squeeze(1)
+    outputs = wire.send(ANSWERS, outputs[kept])
+    hidden = wire.send(HIDDEN, hidden[kept]) if hidden is not None else None
+    return kept, outputs, hidden
+
+
+def gradient_sender(wire):
+    """A DP-SGD ``release`` hook: each step's noisy gradients cross the wire as one send."""
+
+    def release(grads: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        received = wire.send(GRADIENT, torch.stack(list(grads)))
+        return list(received.unbind(0))
+
+    return release
+
+
+def send_models(wire, models: Sequence[WordModel]) -> list[WordModel]:
+    """Send trained models (input and output vectors) as one send; returns the received models."""
+    tensors = [t for m in models for t in (m.vectors, m.out_vectors)]
+    received = wire.send(MODEL, torch.stack(tensors)).unbind(0)
+    return [replace(m, vectors=received[2 * i], out_vectors=received[2 * i + 1])
+            for i, m in enumerate(models)]
