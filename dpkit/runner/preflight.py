@@ -16,7 +16,7 @@ from typing import Any
 from dpkit.contract.context import resolve_device
 from dpkit.contract.protocols import DeclaresReleases
 from dpkit.runner.cell import cell_context, defense_for, ledger_for
-from dpkit.spec.guarantees import UNKNOWN, params_guarantees, refusal, refusal_error
+from dpkit.spec.guarantees import UNKNOWN, first_refusal, params_guarantees, refusal_error
 
 
 def needs_data(cell: Any, registry: Any, privacy: Any) -> bool:
@@ -41,12 +41,9 @@ def preflight(spec: Any, pending: Iterable[Any], registry: Any,
         say(f"checking the guarantees of {len(todo)} method(s) on their data before the first cell")
     refused = []
     for cell in todo:
-        for guarantee in _declared(cell, registry):
-            why = refusal(guarantee, spec.privacy.accountant, spec.privacy.neighboring,
-                          spec.privacy.delta)
-            if why is not None:
-                refused.append((cell.method, guarantee, why))
-                break
+        first = first_refusal(cell.method, _declared(cell, registry), spec.privacy)
+        if first is not None:
+            refused.append(first)
     if refused:
         raise refusal_error(spec, refused)
 

@@ -90,15 +90,22 @@ def check_guarantees(spec: Any, cells: Iterable[Any], registry: Any) -> set[str]
             unknown.add(cell.method)
             continue
         assert isinstance(found, list)
-        for guarantee in found:
-            why = refusal(guarantee, spec.privacy.accountant, spec.privacy.neighboring,
-                          spec.privacy.delta)
-            if why is not None:
-                refused.append((cell.method, guarantee, why))
-                break
+        first = first_refusal(cell.method, found, spec.privacy)
+        if first is not None:
+            refused.append(first)
     if refused:
         raise refusal_error(spec, refused)
     return unknown
+
+
+def first_refusal(method: str, guarantees: Iterable[Any],
+                  privacy: Any) -> tuple[str, Any, str] | None:
+    """``(method, guarantee, why)`` for the first of ``guarantees`` the spec's ledger refuses."""
+    for guarantee in guarantees:
+        why = refusal(guarantee, privacy.accountant, privacy.neighboring, privacy.delta)
+        if why is not None:
+            return method, guarantee, why
+    return None
 
 
 def refusal_error(spec: Any, refused: list[tuple[str, Any, str]]) -> SpecError:
