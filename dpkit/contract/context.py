@@ -61,8 +61,32 @@ def clear_loaded() -> None:
     _LOADED.clear()
 
 
+class SeededStreams:
+    """Seeded random streams and progress messages, shared by the run's and an attack's context
+    (``self.device``, ``self.seed`` and ``self.progress`` come from the dataclass using it)."""
+
+    device: torch.device
+    seed: int
+    progress: Callable[[str], None] | None
+
+    def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
+        """A fresh generator for ``stream``, seeded from the cell seed (same stream, same draws)."""
+        gen = torch.Generator(device=device or self.device)
+        gen.manual_seed(derive_seed(self.seed, stream))
+        return gen
+
+    def numpy_seed(self, stream: str) -> int:
+        """A 32-bit seed for numpy / scikit-learn / gensim, derived like :meth:`generator`."""
+        return derive_seed(self.seed, stream) % (2**32)
+
+    def say(self, message: str) -> None:
+        """Report progress of long work (shown under the run's progress bar)."""
+        if self.progress is not None:
+            self.progress(message)
+
+
 @dataclass(frozen=True)
-class AttackContext:
+class AttackContext(SeededStreams):
     """What an attack gets besides the view: a device, seeded generators and progress.
 
     No dataset, model, ledger or registry: an attack sees only what crossed the wire and the
@@ -73,24 +97,10 @@ class AttackContext:
     seed: int
     progress: Callable[[str], None] | None = None
 
-    def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
-        """A fresh generator for ``stream``, seeded from the cell seed (same stream, same draws)."""
-        gen = torch.Generator(device=device or self.device)
-        gen.manual_seed(derive_seed(self.seed, stream))
-        return gen
-
-    def numpy_seed(self, stream: str) -> int:
-        """A 32-bit seed for numpy / scikit-learn, derived like :meth:`generator`."""
-        return derive_seed(self.seed, stream) % (2**32)
-
-    def say(self, message: str) -> None:
-        """Report progress of long work (shown under the run's progress bar)."""
-        if self.progress is not None:
-            self.progress(message)
 
 
 @dataclass
-class RunContext:
+class RunContext(SeededStreams):
     """One cell's inputs: data, model, device, seed, ledger, the wire to the server, registry, folders.
 
     ``wire`` is bound to ``ledger``: every tensor the defense sends to the untrusted side goes
@@ -129,16 +139,6 @@ class RunContext:
         """Instantiate a registered component (e.g. a mechanism a defense uses) by name."""
         return self.registry.build(kind, name, params or {})
 
-    def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
-        """A fresh generator for ``stream``, seeded from the cell seed (same stream, same draws)."""
-        gen = torch.Generator(device=device or self.device)
-        gen.manual_seed(derive_seed(self.seed, stream))
-        return gen
-
-    def numpy_seed(self, stream: str) -> int:
-        """A 32-bit seed for numpy / scikit-learn / gensim, derived like :meth:`generator`."""
-        return derive_seed(self.seed, stream) % (2**32)
-
     def artifact_dir(self, kind: str, key: str) -> Path:
         """A cache folder for a trained artifact (e.g. a denoiser) identified by ``key``."""
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
@@ -165,11 +165,6 @@ class RunContext:
             entry = (owner, build())
             self._prepared[id(owner)] = entry
         return entry[1]
-
-    def say(self, message: str) -> None:
-        """Report progress of long work (shown under the run's progress bar)."""
-        if self.progress is not None:
-            self.progress(message)
 
     def for_attack(self) -> AttackContext:
         """The context an attack gets: this cell's device, seed and progress, nothing private."""

@@ -17,6 +17,7 @@ import difflib
 import importlib.metadata as md
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -117,38 +118,31 @@ class PluginSystem:
             self._registry = self._build_registry()
         return self._registry
 
+    def _call_hook(self, hook_name: str, add: Callable[..., None]) -> None:
+        """Call every implementation of ``hook_name`` with a ``register`` that passes its
+        arguments and the plug-in's name to ``add``; errors are kept on the plug-in's info."""
+        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+            info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
+
+            def register(*args, _info=info):
+                try:
+                    add(*args, _info.name)
+                except PluginError as exc:
+                    _info.build_errors.append(str(exc))
+
+            try:
+                impl.function(register=register)
+            except Exception as exc:
+                info.build_errors.append(f"hook {hook_name} raised {type(exc).__name__}: {exc}")
+
     def _build_registry(self) -> Registry:
         registry = Registry()
         for info in self.info.values():
             info.build_errors = []
         for hook_name, kind in hookspecs.HOOKS.items():
-            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
-                info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
-
-                def register(cls, _kind=kind, _info=info):
-                    try:
-                        registry.add(_kind, cls, _info.name)
-                    except PluginError as exc:
-                        _info.build_errors.append(str(exc))
-
-                try:
-                    impl.function(register=register)
-                except Exception as exc:
-                    info.build_errors.append(f"hook {hook_name} raised {type(exc).__name__}: {exc}")
-        for impl in getattr(self.pm.hook, hookspecs.AUDIT_HOOK).get_hookimpls():
-            info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
-
-            def register_audit(defense, factory, _info=info):
-                try:
-                    registry.add_audit(defense, factory, _info.name)
-                except PluginError as exc:
-                    _info.build_errors.append(str(exc))
-
-            try:
-                impl.function(register=register_audit)
-            except Exception as exc:
-                info.build_errors.append(f"hook {hookspecs.AUDIT_HOOK} raised "
-                                         f"{type(exc).__name__}: {exc}")
+            self._call_hook(hook_name, lambda cls, plugin, _kind=kind: registry.add(_kind, cls,
+                                                                                    plugin))
+        self._call_hook(hookspecs.AUDIT_HOOK, registry.add_audit)
         for info in self.info.values():
             for err in info.errors:
                 registry.errors.setdefault(info.name, []).append(err)
