@@ -109,6 +109,10 @@ class TeacherParams(EnsembleParams):
         "many epochs and keep its best epoch (the start included); None trains student_epochs"))
     student_holdout_share: float = Field(0.1, gt=0, lt=1, description=(
         "share of the answered queries held out to stop on when student_patience is set"))
+    student_keep_start_level: float | None = Field(0.05, gt=0, lt=1, description=(
+        "the best held-out epoch replaces the student's start only if its held-out gain is "
+        "significant at this one-sided level (paired t-test over held-out answers against their "
+        "unbiased noisy targets, Bonferroni over the epochs compared); null: always"))
     student_lr: float = Field(0.02, gt=0)
     student_batch: int = Field(512, ge=1)
     output_loss: Literal["squared", "cross_entropy"] = "squared"
@@ -187,6 +191,7 @@ class DpedDefense(dpkit.Component):
         kept, outputs, hidden_means = send_answers(
             ctx.wire, agg.answered, agg.soft if p.target == "soft" else agg.labels, agg.hidden)
         targets, informative_out = self.output_target(kept, outputs, plan, reference)
+        unbiased = outputs / p.teachers if p.target == "soft" else outputs
         hidden, informative_hidden = self.hidden_target(kept, hidden_means, plan, reference)
         student = train_student(
             kept, hidden, targets, output_rows=informative_out, hidden_rows=informative_hidden,
@@ -196,8 +201,14 @@ class DpedDefense(dpkit.Component):
             loss_kind=p.output_loss, generator=ctx.generator("dped-student"),
             init=reference if p.student_init == "public" else None,
             validation=tuple(x.to(ctx.device) for x in setup.validation),
-            patience=p.student_patience, holdout_share=p.student_holdout_share)
+            patience=p.student_patience, holdout_share=p.student_holdout_share,
+            held_targets=unbiased, keep_start_level=p.student_keep_start_level)
+        if student.selection is not None:
+            ctx.say(f"{self.name}: {student.selection.describe()}")
         metrics = evaluate(ctx, setup, student, p)
+        if student.selection is not None:
+            metrics.update(student_held_gain=student.selection.gain,
+                           student_gain_p=student.selection.p_value)
         metrics.update(num_queries=p.num_queries, abstain_share=agg.abstain_share,
                        informative_outputs=float(informative_out.sum()),
                        informative_hidden=float(informative_hidden.sum()),

@@ -17,6 +17,7 @@ from dpkit.base.cache import process_cache
 from dpkit.ml.loop import Validation, fit_epochs
 from dpkit.ml.training import TrainingCurve
 from dpkit_dped.corpus import Vocabulary
+from dpkit_dped.selection import GainTest
 
 
 @dataclass
@@ -27,6 +28,7 @@ class WordModel:
     out_vectors: torch.Tensor
     out_bias: torch.Tensor | None = None
     curve: TrainingCurve | None = None
+    selection: GainTest | None = None  # a student's choice of epoch; None elsewhere
 
     def to(self, device: torch.device | str) -> WordModel:
         """A copy on ``device`` (the training curve is shared)."""

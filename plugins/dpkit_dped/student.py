@@ -10,6 +10,7 @@ from torch import nn
 from dpkit.ml.loop import Validation, fit_epochs
 from dpkit.ml.training import TrainingCurve
 from dpkit_dped.evaluation import perplexity
+from dpkit_dped.selection import gain_test, row_output_losses
 from dpkit_dped.skipgram import WordModel
 
 
@@ -79,7 +80,9 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
                   output_weight: float = 1.0, output_rows: torch.Tensor | None = None,
                   hidden_rows: torch.Tensor | None = None, init: WordModel | None = None,
                   validation: tuple[torch.Tensor, torch.Tensor] | None = None,
-                  patience: int | None = None, holdout_share: float = 0.1) -> WordModel:
+                  patience: int | None = None, holdout_share: float = 0.1,
+                  held_targets: torch.Tensor | None = None,
+                  keep_start_level: float | None = 0.05) -> WordModel:
     """Minimize Eq. 3 — ‖h_S(x) − H̃(x)‖² + L_out(y_S(x), ŷ(x)) — over the answered queries.
 
     ``targets`` are hard labels ``[n]`` or soft target rows ``[n, V]`` (see :func:`output_loss`);
@@ -95,6 +98,10 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
     ``holdout_share`` of them is held out and the loop stops once the held-out output loss has not
     improved for ``patience`` epochs, keeping the best epoch — the start (epoch 0) included, so a
     student that only gets worse keeps its start; a held-out word's hidden term still counts.
+    The held-out loss is measured against ``held_targets`` (default ``targets``; pass the unbiased
+    noisy estimate where ``targets`` were made nonnegative), and the best epoch replaces the start
+    only if its held-out gain is significant at ``keep_start_level`` (None: always), see
+    :mod:`dpkit_dped.selection`; the test is on ``model.selection``.
     Held-out answers are noisy releases already on the ledger, so stopping on them is
     post-processing; ``validation`` (private documents set aside) is never used to choose anything:
     its log perplexity is the curve's diagnostic (``val_metric`` when stopping, else the
@@ -103,6 +110,12 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
     """
     if patience is not None and not 0 < holdout_share < 1:
         raise ValueError(f"holdout_share must lie in (0, 1) to stop early, got {holdout_share}")
+    if keep_start_level is not None and not 0 < keep_start_level < 1:
+        raise ValueError(f"keep_start_level must lie in (0, 1) or be None, got {keep_start_level}")
+    held_goal = targets if held_targets is None else held_targets
+    if len(held_goal) != len(targets):
+        raise ValueError(f"held_targets has {len(held_goal)} rows, targets {len(targets)}; give "
+                         "one held-out target per answered query")
     every = torch.ones(len(ids), dtype=torch.bool, device=ids.device)
     out_mask = (every if output_rows is None else output_rows.to(ids.device)) & (output_weight > 0)
     hid_mask = (every if hidden_rows is None else hidden_rows.to(ids.device)) & (hidden is not None)
@@ -128,9 +141,12 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
             loss = loss + hidden_weight * (squared * hid_mask[rows]).mean()
         return loss
 
-    def held_output() -> float:
+    def held_rows() -> torch.Tensor:
         with torch.no_grad():
-            return float(output_weight * output_loss(student(ids[held])[1], targets[held], loss_kind))
+            return output_weight * row_output_losses(student(ids[held])[1], held_goal[held], loss_kind)
+
+    def held_output() -> float:
+        return float(held_rows().mean())
 
     def diagnostic() -> float:
         if validation is None:
@@ -140,10 +156,14 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
 
     stopping = held is not None and patience is not None
 
+    at_start: dict[str, torch.Tensor] = {}
+    start_state: dict[str, torch.Tensor] = {}
+
     def start() -> Validation:
         with torch.no_grad():
-            held_loss = held_output()
-            return Validation(held_loss, diagnostic(), train=float(eq3(fit)))
+            at_start["rows"] = held_rows()
+            start_state.update(_state(student))
+            return Validation(float(at_start["rows"].mean()), diagnostic(), train=float(eq3(fit)))
 
     if len(fit) == 0:  # nothing left to fit by gradient: all closed form
         curve.add(0, 0.0, diagnostic())
@@ -169,6 +189,17 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
 
     fit_epochs(curve, epochs if n else 0, train_epoch, validate, modules=(student,),
                patience=patience if stopping else None, start=start if stopping else None)
+    test = None
+    if stopping and keep_start_level is not None and curve.best_step:
+        test = gain_test(at_start["rows"], held_rows(), best_step=curve.best_step,
+                         compared=len(curve.steps) - 1, level=keep_start_level)
+        if not test.significant:
+            student.load_state_dict(start_state)
+            curve.best_step = 0
     model = student.to_word_model()
-    model.curve = curve
+    model.curve, model.selection = curve, test
     return model
+
+
+def _state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: value.detach().clone() for name, value in module.state_dict().items()}
