@@ -111,8 +111,9 @@ class TeacherParams(EnsembleParams):
         "share of the answered queries held out to stop on when student_patience is set"))
     student_keep_start_level: float | None = Field(0.05, gt=0, lt=1, description=(
         "the best held-out epoch replaces the student's start only if its held-out gain is "
-        "significant at this one-sided level (paired t-test over held-out answers against their "
-        "unbiased noisy targets, Bonferroni over the epochs compared); null: always"))
+        "significant at this one-sided level (mean gain > 0 and a Wilcoxon signed-rank test over "
+        "held-out answers against their unbiased noisy targets, Bonferroni over the epochs "
+        "compared); null: always"))
     student_lr: float = Field(0.02, gt=0)
     student_batch: int = Field(512, ge=1)
     output_loss: Literal["squared", "cross_entropy"] = "squared"

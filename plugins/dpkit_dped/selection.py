@@ -12,13 +12,17 @@ the lowest held-out loss") keep students that are worse than their start on real
   the *unbiased* noisy estimate instead: its mean over held-out rows estimates, without bias, the
   loss against the teachers' noiseless aggregate.
 - **Chance.** With few held-out rows under heavy noise, the best of many epochs is often best by
-  luck. The kept epoch must beat the start on the same held-out rows by a one-sided paired
-  t-test at ``level``, Bonferroni-corrected over the epochs compared; otherwise the start is kept.
+  luck. The kept epoch must beat the start on the same held-out rows by a one-sided Wilcoxon
+  signed-rank test at ``level``, Bonferroni-corrected over the epochs compared; otherwise the
+  start is kept. Under the null (no epoch better than the start) each row's difference is a
+  linear function of symmetric noise, so its sign is a fair coin whatever its scale: the rank
+  test is exact there. A t-test of the mean is not used: per-row differences are heavy-tailed
+  (the noiseless DPED student of 20 Newsgroups, seed 0, improved 248 of 249 held-out rows, and
+  one row carried 79 % of the mean gain; the t-test's p was 0.097, the rank test's 1e-41).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -48,7 +52,7 @@ class GainTest:
 
     best_step: int
     gain: float  # mean held-out loss of the start minus that of the best epoch (> 0: better)
-    p_value: float  # one-sided, Bonferroni-corrected over ``compared`` epochs, capped at 1
+    p_value: float  # one-sided signed-rank, Bonferroni-corrected over ``compared`` epochs, ≤ 1
     compared: int
     level: float
 
@@ -72,13 +76,10 @@ def gain_test(start: torch.Tensor, best: torch.Tensor, *, best_step: int, compar
         raise ValueError(f"paired held-out losses must be two vectors of one length, got "
                          f"{tuple(start.shape)} and {tuple(best.shape)}")
     diff = (start - best).double()
-    gain, n = float(diff.mean()), len(diff)
-    if n < 2:
-        p = 1.0  # one row cannot show a gain beyond chance
+    gain = float(diff.mean())
+    moved = diff[diff != 0].numpy()
+    if len(moved) < 2 or gain <= 0:
+        p = 1.0  # one row (or none that changed) cannot show a gain beyond chance
     else:
-        spread = float(diff.std(unbiased=True))
-        if spread == 0:
-            p = 0.0 if gain > 0 else 1.0
-        else:
-            p = float(stats.t.sf(gain / (spread / math.sqrt(n)), df=n - 1))
+        p = float(stats.wilcoxon(moved, alternative="greater").pvalue)
     return GainTest(best_step, gain, min(1.0, p * max(1, compared)), max(1, compared), level)
