@@ -86,14 +86,21 @@ def annotate(claim, points: list, alpha: float) -> None:
                                              sd, level)
 
 
+def detectable_text(p, direction: str) -> str:
+    """``≥ +0.2``: what the run detects at one point; with zero paired spread the sign decides,
+    so any difference strictly beyond the threshold: ``> +0 (no spread)``."""
+    if p.diff["sd"] == 0:
+        return f"{'>' if direction == 'greater' else '<'} {p.detectable + 0.0:+.3g} (no spread)"
+    return f"{'≥' if direction == 'greater' else '≤'} {p.detectable:+.3g}"
+
+
 def note(claim, points: list, label) -> str:
     """"this run detects ≥ X; the paper's effect Y needs ≈ N seeds", for the verdict line."""
-    op = "≥" if claim.direction == "greater" else "≤"
     shown = [p for p in points if math.isfinite(p.detectable)]
     if not shown:
         return "no detectable effect: a point has fewer than 2 paired seeds"
     where = (lambda p: f" at {label(p.at)}") if len(shown) > 1 else (lambda p: "")
-    detects = ", ".join(f"{op} {p.detectable:+.3g}{where(p)}" for p in shown)
+    detects = ", ".join(f"{detectable_text(p, claim.direction)}{where(p)}" for p in shown)
     text = f"this run detects {detects} ({POWER * 100:g} % power)"
     if claim.paper_effect is None:
         return text + "; no paper effect given"

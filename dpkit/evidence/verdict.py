@@ -187,7 +187,8 @@ def format_verdicts(results: list[ClaimResult]) -> str:
             ci = (f"[{d['ci_low']:+.4g}, {d['ci_high']:+.4g}]" if math.isfinite(d["ci_low"])
                   else "[n/a]")
             ps = f", p={p.p_holm:.3g} (Holm)" if math.isfinite(p.p_holm) else ""
-            lines.append(f"      at {_at(p.at)}: A={p.a_mean:.4g} B={p.b_mean:.4g} "
+            where = "" if p.at is None else f"at {_at(p.at)}: "  # a claim without ``over``
+            lines.append(f"      {where}A={p.a_mean:.4g} B={p.b_mean:.4g} "
                          f"diff={d['mean']:+.4g} {ci} {_bar(r.spec)}{ps}"
                          f"{_power_part(p, r.spec['direction'])}")
     return "\n".join(lines)
@@ -213,8 +214,7 @@ def _bar(spec: dict) -> str:
 def _power_part(p: PointResult, direction: str) -> str:
     if not math.isfinite(p.detectable):
         return ""
-    op = "≥" if direction == "greater" else "≤"
-    text = f"; detects {op} {p.detectable:+.3g}"
+    text = f"; detects {power.detectable_text(p, direction)}"
     if math.isfinite(p.paper_effect):
         seeds = "> " + f"{power.MAX_SEEDS:,}" if p.seeds_for_paper is None else p.seeds_for_paper
         text += f"; paper {p.paper_effect:+.3g} needs ≈ {seeds} seeds"
