@@ -85,7 +85,8 @@ def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> Cla
     layout: list[tuple[object, list[tuple[int, float, float]]]]
     try:
         if claim.at == "equal":
-            layout, note = equal_pairs(claim, rows), f"equal {claim.over}"
+            layout = equal_pairs(claim, rows)
+            note = f"equal {claim.over}" if claim.over else "one point"
         else:
             matched, note = matched_pairs(claim, rows)
             layout = list(matched)
@@ -112,10 +113,10 @@ def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> Cla
         verdict, why = "holds", f"at all {len(points)} point(s), Holm-corrected p < {ALPHA:g}"
     elif against:
         verdict, why = "refuted", ("the opposite is significant (Holm-corrected p < "
-                                   f"{ALPHA:g}) at {', '.join(_at(p.at) for p in against)}")
+                                   f"{ALPHA:g}){_where(against)}")
     else:
         weak = [p for p in points if p.p_holm >= ALPHA]
-        verdict, why = "undecided", (f"not significant at {', '.join(_at(p.at) for p in weak)}"
+        verdict, why = "undecided", (f"not significant{_where(weak)}"
                                      " either way")
     return result(verdict, f"{why} ({note}, {len(points[0].seeds)} seeds)", points)
 
@@ -146,6 +147,12 @@ def _point(claim: Claim, at, pairs: list[tuple[int, float, float]]) -> PointResu
 
 def _mean(values: list[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
+
+
+def _where(points: list) -> str:
+    """`` at 1, 8`` naming the points, or nothing for a claim's single unswept point."""
+    shown = [_at(p.at) for p in points if p.at is not None]
+    return f" at {', '.join(shown)}" if shown else ""
 
 
 def _at(value) -> str:

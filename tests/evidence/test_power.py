@@ -168,3 +168,4 @@ def test_a_claim_without_a_swept_axis_prints_its_one_point_without_a_location():
     assert [p.at for p in result.points] == [None]
     text = format_verdicts([result])
     assert "at None" not in text and "\n      A=0.53 B=0.5 diff=+0.03" in text
+    assert "None" not in text, text
