@@ -107,13 +107,13 @@ def test_a_less_claim_detects_below_its_threshold_and_says_when_no_paper_effect_
     assert result.power_note.endswith("no paper effect given")
 
 
-
 def test_a_point_without_spread_says_any_difference_beyond_the_threshold_is_detected():
     # two students that both kept their start: the paired difference is exactly 0 at every seed
     result = evaluate(claim(direction="less"), paired_rows({1.0: [0.0, 0.0, 0.0]}))
     assert result.power_note.startswith("this run detects < +0 (no spread) (")
     assert "-0" not in result.power_note
     assert "; detects < +0 (no spread)" in format_verdicts([result])
+
 
 def test_holds_at_the_detectable_effect_about_as_often_as_the_power_says():
     """End to end through evaluate(): runs whose true difference is the detectable effect of the
@@ -167,5 +167,4 @@ def test_a_claim_without_a_swept_axis_prints_its_one_point_without_a_location():
     result = evaluate(claim(over=None), rows)
     assert [p.at for p in result.points] == [None]
     text = format_verdicts([result])
-    assert "at None" not in text and "\n      A=0.53 B=0.5 diff=+0.03" in text
-    assert "None" not in text, text
+    assert "None" not in text and "\n      A=0.53 B=0.5 diff=+0.03" in text, text

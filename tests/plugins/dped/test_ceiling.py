@@ -83,7 +83,6 @@ def test_under_heavy_noise_the_student_keeps_its_public_start(run, cls):
     assert metrics["perplexity"] == floor["perplexity"]
 
 
-
 @pytest.mark.parametrize("cls", [DpedDefense, DpedPate], ids=["dped", "pate"])
 def test_from_a_random_start_the_noiseless_student_climbs_to_the_ceiling(run, ensemble, cls):
     """On this corpus the public model is already near the ensemble (23.1 against 23.5), so a

@@ -58,7 +58,6 @@ def test_the_gain_test_needs_a_gain_beyond_chance_and_pays_for_every_epoch_it_co
                                             level=0.05).describe()
 
 
-
 def test_a_gain_most_rows_share_is_significant_even_when_one_row_dominates_the_mean():
     # the noiseless DPED student of 20 Newsgroups, seed 0: 248 of 249 held-out rows improved a
     # little and one row a lot; a t-test of the mean (p ≈ 0.1 before correction) kept the start
@@ -78,7 +77,7 @@ def test_symmetric_noise_around_no_gain_is_not_significant_and_a_mean_loss_never
     for _ in range(200):
         noise = torch.randn(400, generator=g, dtype=torch.float64) * 0.1
         kept += gain_test(start, start + noise, best_step=1, compared=1, level=0.05).significant
-    assert kept <= 20  # ≈ 5 % under the null (binomial 200 × 0.05: ≤ 20 with p > 0.999)
+    assert kept <= 20  # ≈ 5 % under the null (binomial 200 × 0.05 exceeds 20 with p ≈ 0.001)
     # most rows better but the mean worse: the start stays
     worse = start - 0.001
     worse[:5] += 1.0
