@@ -54,13 +54,16 @@ class ProcessCache(Generic[V]):
         self._entries: dict[Hashable, V] = {}
 
     def get_or_build(self, key: Hashable, build: Callable[[], V]) -> V:
-        """The value under ``key``, building and keeping it on first use."""
-        if key not in self._entries:
-            value = build()
-            if self.max_entries is not None and len(self._entries) >= self.max_entries:
-                self._entries.pop(next(iter(self._entries)))  # oldest first
-            self._entries[key] = value
-        return self._entries[key]
+        """The value under ``key``, building and keeping it on first use; when full, the least
+        recently used entry makes room."""
+        if key in self._entries:
+            self._entries[key] = self._entries.pop(key)  # now the most recently used
+            return self._entries[key]
+        value = build()
+        if self.max_entries is not None and len(self._entries) >= self.max_entries:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key] = value
+        return value
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._entries

@@ -7,7 +7,13 @@ from functools import cached_property
 import torch
 
 from dpkit import EmbeddingSpace
+from dpkit.base.cache import content_key, process_cache
 from dpkit_snd.privatize import measured_clip_bound
+
+SERVED_BATCHES = 2048
+_SERVED = process_cache("snd.server_outputs",
+                        "the server's pooled outputs by (encoder weights, batch received, mask)",
+                        max_entries=SERVED_BATCHES)
 
 
 class SplitClient:
@@ -55,6 +61,17 @@ class SplitClient:
         """Identifies the encoder (name + table fingerprint) in cache keys."""
         return f"{self.model.name}:{self.space.fingerprint}:{self.max_tokens}"
 
+    @property
+    def weights_key(self) -> str:
+        """Content hash of every weight and buffer of the encoder (the server's function),
+        recomputed whenever one of them has been changed in place since the last call."""
+        tensors = {**dict(self.model.server.named_parameters()),
+                   **dict(self.model.server.named_buffers())}
+        versions = tuple(t._version for t in tensors.values())
+        if getattr(self, "_weights", (None,))[0] != versions:
+            self._weights = (versions, content_key(tensors))
+        return self._weights[1]
+
     def batches(self, texts: list[str], batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Tokenized ``(ids, mask)`` batches of ``texts`` (truncated to ``max_tokens``)."""
         out = []
@@ -72,3 +89,16 @@ class SplitClient:
     def server(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Server: encoder from ``inputs_embeds`` and pooling, ``[B, emb_dim]``."""
         return self.model.server_forward(x, mask, output_hidden_states=False).pooled
+
+    def served(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``server(x, mask)``, computed once per distinct batch in the process and replayed after.
+
+        The encoder runs in evaluation mode, so its output is a function of the bytes received:
+        methods that send the same noisy batch (SnD and TokEmbPriv on one noise stream, the
+        noiseless rows and the clean reference) share one forward. Server-side work only: the
+        wire, the ledger and every number are those of a computed forward.
+        """
+        if self.model.server.training:  # dropout: not a function of the input, nothing to share
+            return self.server(x, mask)
+        key = (self.weights_key, content_key(x), content_key(mask))
+        return _SERVED.get_or_build(key, lambda: self.server(x, mask)).clone()

@@ -101,7 +101,7 @@ class _NoisyDefense(_SplitDefense):
     def _prepare(self, ctx, client):
         """Train/load what the method needs; returns (extra metrics, post-processing, curves)."""
         def post(p, sent, client):
-            e = client.server(sent, p.mask)
+            e = client.served(sent, p.mask)
             return Step(sent, e, e, p.noise)
         return {}, post, []
 
@@ -123,7 +123,7 @@ class SnD(_NoisyDefense):
         model, info, curve = denoising.snd_denoiser(ctx, client, self.params, self._mechanism)
 
         def post(p, sent, client):
-            e_n = client.server(sent, p.mask)
+            e_n = client.served(sent, p.mask)
             return Step(sent, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
         return info, post, [curve]
 
@@ -166,7 +166,7 @@ class SnDText2Text(_SplitDefense):
             new_ids = ids.clone()
             new_ids[keep] = mech.privatize(ids[keep], space=client.space, generator=gen)
             sent = client.embed(upload(new_ids))  # the server embeds the ids it received
-            e = client.server(sent, mask)
+            e = client.served(sent, mask)
             return Step(sent, e, e, None)
 
         metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method,
@@ -192,7 +192,7 @@ class SnDClean(_SplitDefense):
 
         def method(ids, mask, x, upload):
             sent = upload(x)
-            e = client.server(sent, mask)
+            e = client.served(sent, mask)
             return Step(sent, e, e, None)
 
         metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method,

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from dpkit import DefenseResult, ServerView
-from dpkit.base.cache import process_cache
+from dpkit.base.cache import content_key, process_cache
 from dpkit.ml.training import TrainingCurve, attach_curves
 from dpkit.release.wire import Wire
 from dpkit.text.entropy import kl_mutual_information
@@ -61,19 +61,19 @@ def load_split(ctx, client: SplitClient, split: str, limit: int | None,
     order = np.random.default_rng(ctx.numpy_seed(f"snd-subsample-{split}")).permutation(len(data))
     keep = sorted(order[:limit].tolist())
     labels = torch.tensor([data.labels[i] for i in keep], device=ctx.device)
-    key = f"{client.key}:{ctx.dataset.fingerprint}:{split}:{ctx.seed}:{limit}:{batch_size}"
+    key = f"{client.key}:{ctx.dataset.fingerprint}:{split}:{content_key(keep)}:{batch_size}"
     return Split(labels, client.batches([data.texts[i] for i in keep], batch_size), key)
 
 
 _CLEAN = process_cache("snd.clean_embeddings",
-                       "clean encoder outputs e_c by (encoder, dataset, split, seed, size, batch)",
-                       max_entries=8)
+                       "clean encoder outputs e_c by (encoder, dataset, split, texts kept, batch)",
+                       max_entries=16)
 
 
 def clean_embeddings(client: SplitClient, split: Split) -> torch.Tensor:
     """e_c = G(X) for every text of ``split``, memoized per process (cells share them)."""
     return _CLEAN.get_or_build(split.key, lambda: torch.cat(
-        [client.server(client.embed(ids), mask) for ids, mask in split.batches]))
+        [client.served(client.embed(ids), mask) for ids, mask in split.batches]))
 
 
 def n_classes(ctx, *splits: Split) -> int:

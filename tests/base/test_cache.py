@@ -28,6 +28,15 @@ def test_max_entries_evicts_the_oldest():
     assert "a" not in cache and "b" in cache and "c" in cache
 
 
+def test_max_entries_keeps_what_was_used_last():
+    cache = process_cache("tests.cache_lru", "bounded", max_entries=2)
+    built = []
+    for key in "abac":
+        cache.get_or_build(key, lambda key=key: built.append(key) or key.upper())
+    assert built == ["a", "b", "c"]  # the second "a" was served, not rebuilt
+    assert "b" not in cache and "a" in cache and "c" in cache
+
+
 def test_framework_caches_are_registered():
     import dpkit.contract.context  # noqa: F401
 
