@@ -12,6 +12,7 @@ Hierarchy::
     ├── BudgetStoreError            the budget store cannot be opened, read or written (CLI exit 2)
     ├── DataSourceError             an artifact is missing, offline, or fails its hash
     ├── OutputLockedError           another ``dpkit run`` holds the output folder (CLI exit 2)
+    ├── ServerError                 a cell's server (its own process) raised; carries its traceback
     └── AuditError                  an audit cannot be run for this mechanism
 
 Messages follow one pattern: what failed, the offending value, and what to do next.
@@ -77,3 +78,11 @@ class OutputLockedError(DpkitError):
 
 class BudgetStoreError(DpkitError):
     """The persistent budget store cannot be opened, read or written (never reset silently)."""
+
+
+class ServerError(DpkitError):
+    """The server side of a cell failed (raised in its own process); carries its traceback."""
+
+    def __init__(self, kind: str, message: str, remote_traceback: str = ""):
+        super().__init__(f"the server raised {kind}: {message}")
+        self.kind, self.remote_traceback = kind, remote_traceback

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -99,33 +99,62 @@ class AttackContext(SeededStreams):
 
 
 
-@dataclass
 class RunContext(SeededStreams):
     """One cell's inputs: data, model, device, seed, ledger, the wire to the server, registry, folders.
 
-    ``wire`` is bound to ``ledger``: every tensor the defense sends to the untrusted side goes
-    through ``ctx.wire.send`` (see :mod:`dpkit.release.wire`).
+    ``wire`` and ``ledger`` belong to the runner: they are fixed when the context is built (the
+    wire bound to the ledger), and assigning either raises — the runner settles the ones it
+    made. Every tensor the defense sends to the untrusted side goes through ``ctx.wire.send``
+    (see :mod:`dpkit.release.wire`), and ``connect(defense, ctx)`` starts that defense's server
+    (its own process, built by the runner) on the first send.
     """
 
-    dataset: Any
-    model: Any
-    device: torch.device
-    seed: int
-    ledger: Ledger
-    registry: Registry
-    cache_dir: Path = field(default_factory=lambda: cache_root() / "artifacts")
-    work_dir: Path | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    progress: Callable[[str], None] | None = None
-    privacy: Any = None
-    wire: Wire = None  # type: ignore[assignment]  # bound to ``ledger`` in __post_init__
-    _prepared: dict[int, tuple[Any, Any]] = field(default_factory=dict, repr=False)
+    _FIXED = ("ledger", "wire")
 
-    def __post_init__(self) -> None:
-        if self.wire is None:
-            self.wire = Wire(self.ledger)
-        elif self.wire.ledger is not self.ledger:
+    def __init__(self, dataset: Any, model: Any, device: torch.device, seed: int, ledger: Ledger,
+                 registry: Registry, cache_dir: Path | None = None, work_dir: Path | None = None,
+                 options: dict[str, Any] | None = None,
+                 progress: Callable[[str], None] | None = None, privacy: Any = None,
+                 wire: Wire | None = None, model_ref: dict[str, Any] | None = None,
+                 dataset_ref: dict[str, Any] | None = None,
+                 connect: Callable[[Any, RunContext], Any] | None = None) -> None:
+        wire = wire if wire is not None else Wire(ledger)
+        if wire.ledger is not ledger:
             raise ValueError("RunContext.wire must be bound to RunContext.ledger")
+        object.__setattr__(self, "_fixed", {"ledger": ledger, "wire": wire})
+        self.dataset, self.model, self.device, self.seed = dataset, model, device, seed
+        self.registry = registry
+        self.cache_dir = cache_dir if cache_dir is not None else cache_root() / "artifacts"
+        self.work_dir, self.options = work_dir, dict(options or {})
+        self.progress, self.privacy = progress, privacy
+        self.model_ref, self.dataset_ref = model_ref, dataset_ref
+        self._connect = connect
+        self._bound: Any = None
+        self._prepared: dict[int, tuple[Any, Any]] = {}
+
+    @property
+    def ledger(self) -> Ledger:
+        """The cell's ledger (fixed: the runner settles this one)."""
+        return self._fixed["ledger"]
+
+    @property
+    def wire(self) -> Wire:
+        """The cell's wire to the server, bound to :attr:`ledger` (fixed)."""
+        return self._fixed["wire"]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._FIXED:
+            raise AttributeError(f"RunContext.{name} belongs to the runner and cannot be replaced; "
+                                 "send through ctx.wire, which charges ctx.ledger")
+        object.__setattr__(self, name, value)
+
+    def bind_server(self, defense: Any) -> None:
+        """Let ``ctx.wire`` start ``defense``'s server on its first send (once per context)."""
+        if self._bound is not None or self._connect is None:
+            return
+        self._bound = defense
+        connect, ctx = self._connect, self
+        self.wire._connect = lambda: connect(defense, ctx)
 
     def load_dataset(self, name: str, params: dict | None = None) -> Any:
         """Load another registered dataset (e.g. public data for training), cached per process."""

@@ -143,6 +143,8 @@ class PluginSystem:
             self._call_hook(hook_name, lambda cls, plugin, _kind=kind: registry.add(_kind, cls,
                                                                                     plugin))
         self._call_hook(hookspecs.AUDIT_HOOK, registry.add_audit)
+        registry.modules = {name: info.module for name, info in self.info.items()
+                            if not info.load_errors and _importable(info.module)}
         for info in self.info.values():
             for err in info.errors:
                 registry.errors.setdefault(info.name, []).append(err)
@@ -150,6 +152,16 @@ class PluginSystem:
                     self._warned.add((info.name, err))
                     warnings.warn(f"dpkit plug-in {info.name!r} is broken: {err}", stacklevel=2)
         return registry
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` names a module a fresh process can import (not a plug-in object)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _env_names(var: str) -> set[str] | None:

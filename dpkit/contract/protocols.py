@@ -51,22 +51,28 @@ class Mechanism(Protocol):
 
 @dataclass
 class DefenseResult:
-    """Outcome of one defense run: metrics, the server's view for attacks, and bytes on the wire.
+    """Outcome of one defense run on the client: metrics, the truth attacks are scored against,
+    and bytes on the wire.
 
-    Build ``view`` with ``ctx.wire.view(...)`` and ``wire_bytes`` with ``ctx.wire.summary()``: a
-    view entry that did not cross ``ctx.wire`` is recorded by the runner as ε = ∞.
-    ``training_curves`` (see :func:`dpkit.ml.training.attach_curves`) go to ``results.jsonl``.
+    The attacks never see this object: they run in the server process on what the server kept
+    (:class:`dpkit.Server`), and their guesses come back to be scored here against ``truth``
+    (e.g. ``"token_ids"`` of the rows the server kept, ``"attributes"``). ``wire_bytes`` defaults
+    to the wire's totals; ``training_curves`` (see :func:`dpkit.ml.training.attach_curves`) go to
+    ``results.jsonl``.
     """
 
     metrics: dict[str, float]
-    view: ServerView | None = None
+    truth: dict[str, Any] = field(default_factory=dict)
     wire_bytes: dict[str, int] = field(default_factory=dict)
     training_curves: list[dict[str, Any]] = field(default_factory=list)
 
 
 @runtime_checkable
 class Defense(Protocol):
-    """An end-to-end protocol around a model; everything it sends up crosses ``ctx.wire``.
+    """An end-to-end protocol around a model: ``run`` is its client (trusted) part; everything
+    it sends up crosses ``ctx.wire`` to its server part, the class attribute ``server`` (a
+    :class:`dpkit.Server` subclass, default the passive ``dpkit.Server``), which runs in its own
+    process.
 
     Declare releases with :class:`DeclaresReleases` (or ``ctx.wire.declare`` inside ``run``);
     spends that go straight to ``ctx.ledger`` are allowed for releases that are not tensors.

@@ -46,6 +46,8 @@ class Registry:
     entries: dict[str, dict[str, Entry]] = field(default_factory=lambda: {k: {} for k in KINDS})
     audits: dict[str, AuditEntry] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
+    modules: dict[str, str] = field(default_factory=dict)
+    """Plug-in name -> importable module, for building the same registry in a server process."""
 
     def add_audit(self, defense: str, factory: Callable[[Any], Any], plugin: str) -> None:
         """Register ``factory(defense_instance)`` as the canary audit of defense ``defense``."""

@@ -1,19 +1,23 @@
 """A :class:`Release`: one kind of tensor a defense sends up, what covers it, and how it is counted.
 
-The wire, not the plug-in, counts a release's units, from what is actually sent and by the unit
-the release declares:
+The wire, not the plug-in, counts a release's units, from the bytes that actually cross and by
+the unit the release declares:
 
-- ``"row"`` (default): rows of the tensor (``tensor[rows]`` when a boolean row mask marks the real
-  ones, e.g. non-padding tokens of ``[batch, length, d]`` embeddings);
-- ``"element"``: elements of the tensor (or of ``tensor[rows]``) — e.g. token ids of a
-  ``[documents, length]`` batch;
+- ``"row"`` (default): rows of the tensor — the vectors along its last dimension (``[n, d]`` has n
+  rows, ``[batch, length, d]`` has batch·length rows, a 1-D tensor one row per element);
+- ``"element"``: elements of the tensor — e.g. token ids of a ``[documents, length]`` batch;
 - ``"send"``: one per send — a whole table, a model, one training step's gradient;
-- ``"group"``: the non-empty groups of the rows, given as ``groups=`` lengths that must add up to
-  the rows sent — e.g. the documents of a flat ``[tokens, d]`` tensor.
+- ``"group"``: the non-empty groups of the rows, given by the ``lengths=`` sent with them (which
+  must add up to the real rows) — e.g. the documents of a flat ``[tokens, d]`` tensor.
+
+Every row (element) counts, except those the wire itself verifies to be the release's declared
+``padding`` value, and padding must close each sequence (a suffix along the last row dimension),
+so where it falls says nothing but a length.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,45 +34,55 @@ class Release:
     """One kind of tensor the client sends up, declared before running, and what covers it.
 
     ``guarantee`` and ``count`` become one ledger spend labelled ``label``. ``covers`` is how many
-    units (see the module) the release may put on the wire; it defaults to ``count``. With
-    ``reusable`` the same rows may be sent again (e.g. each epoch) at no cost: the wire counts a
-    row only when it has not already carried that many copies of it. ``covered_by`` names
-    another release whose guarantee already covers this tensor (e.g. attention masks: dχ
-    neighbours have equal lengths); it records no spend of its own and ``label`` says why.
+    units (see the module) the release may put on the wire, at least ``count`` and by default
+    ``count``; a release with ``count = 0`` carries nothing (an ∞ release carries anything, its
+    entry is already ∞). With ``reusable`` the same rows may be sent again (e.g. each epoch) at no
+    cost: a row counts only beyond the copies of its content already carried. ``padding`` is the
+    value of rows (elements) that carry nothing; the wire verifies them and derives the mask the
+    server receives.
     """
 
     name: str
-    guarantee: Guarantee | None
+    guarantee: Guarantee
     label: str
     count: int = 1
     covers: int | None = None
     reusable: bool = False
-    covered_by: str | None = None
     unit: str = "row"
+    padding: float | None = None
 
     def __post_init__(self) -> None:
-        if (self.guarantee is None) == (self.covered_by is None):
-            raise AccountingError(f"release {self.name!r}: give exactly one of guarantee= "
-                                  "(a new ledger spend) or covered_by= (another release's name)")
-        if self.count < 0 or (self.covers is not None and self.covers < 0):
-            raise AccountingError(f"release {self.name!r}: count and covers must be ≥ 0, got "
-                                  f"count={self.count!r}, covers={self.covers!r}")
+        if not isinstance(self.guarantee, Guarantee):
+            raise AccountingError(f"release {self.name!r}: guarantee must be a dpkit guarantee "
+                                  f"(e.g. MetricDpGuarantee, DpGuarantee, NoGuarantee), got "
+                                  f"{self.guarantee!r}; a tensor nothing covers is declared with "
+                                  "Release.uncovered(name, reason)")
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 0:
+            raise AccountingError(f"release {self.name!r}: count must be an integer ≥ 0, got "
+                                  f"{self.count!r}")
+        if self.covers is not None and (not isinstance(self.covers, int) or self.covers < 0):
+            raise AccountingError(f"release {self.name!r}: covers must be an integer ≥ 0, got "
+                                  f"{self.covers!r}")
         if self.unit not in UNITS:
             raise AccountingError(f"release {self.name!r}: unit must be one of {UNITS}, got "
                                   f"{self.unit!r}")
         if self.reusable and self.unit != "row":
             raise AccountingError(f"release {self.name!r}: only row releases can be reusable "
                                   f"(re-sent rows are recognised by content), not unit={self.unit!r}")
+        if self.padding is not None and (self.unit not in ("row", "element")
+                                         or math.isnan(float(self.padding))):
+            raise AccountingError(f"release {self.name!r}: padding is a (non-NaN) value of rows "
+                                  f"or elements, not of unit={self.unit!r}")
 
     @classmethod
     def uncovered(cls, name: str, reason: str, count: int = 1, reusable: bool = False,
-                  unit: str = "row") -> Release:
+                  unit: str = "row", padding: float | None = None) -> Release:
         """A release nothing covers: ε = ∞ on the ledger with ``reason`` naming the tensor.
 
         Its ∞ entry is recorded when it is declared, whatever ``count`` says (even 0).
         """
         return cls(name, NoGuarantee(f"{name}: {reason}"), f"{name} (no guarantee)", count,
-                   reusable=reusable, unit=unit)
+                   reusable=reusable, unit=unit, padding=padding)
 
     @property
     def is_uncovered(self) -> bool:
@@ -77,26 +91,53 @@ class Release:
 
     @property
     def limit(self) -> int | None:
-        """Units this release may carry (None: unlimited, for ∞ and covered-by releases)."""
-        if self.covered_by is not None or self.is_uncovered:
+        """Units this release may carry (None: unlimited, for an ∞ release)."""
+        if self.is_uncovered:
             return None
-        return self.count if self.covers is None else self.covers
+        if self.count == 0:
+            return 0
+        return self.count if self.covers is None else max(self.covers, self.count)
 
-    def measure(self, real: torch.Tensor, groups: Sequence[int] | torch.Tensor | None) -> int:
-        """The units of one send whose real part is ``real``, counted by this release's unit."""
-        rows = int(real.shape[0]) if real.ndim else 1
+    def real(self, tensor: torch.Tensor) -> torch.Tensor | None:
+        """Boolean mask of the rows (``"row"``: shape ``tensor.shape[:-1]``) or elements that are
+        not the declared padding; None when nothing is declared padding. Raises when padding
+        does not close each sequence."""
+        if self.padding is None:
+            return None
+        pad = torch.as_tensor(self.padding, dtype=tensor.dtype)
+        if self.unit == "row" and tensor.ndim >= 2:
+            real = (tensor != pad).any(dim=-1)
+        else:
+            real = tensor != pad
+        if real.ndim >= 1 and bool((real[..., 1:] & ~real[..., :-1]).any()):
+            raise AccountingError(
+                f"release {self.name!r}: a padding row ({self.padding!r}) comes before a real "
+                "one; padding must close each sequence, so where it falls says only a length")
+        return real
+
+    def measure(self, tensor: torch.Tensor, lengths: Sequence[int] | None = None) -> int:
+        """The units of one send of ``tensor``, counted by this release's unit."""
         if self.unit == "send":
             return 1
+        real = self.real(tensor)
         if self.unit == "element":
-            return int(real.numel())
+            return int(tensor.numel()) if real is None else int(real.sum())
+        rows = _rows(tensor) if real is None else int(real.sum())
         if self.unit == "row":
             return rows
-        if groups is None:
-            raise AccountingError(f"release {self.name!r} counts groups: send it with groups= "
+        if lengths is None:
+            raise AccountingError(f"release {self.name!r} counts groups: send it with lengths= "
                                   "(the length of each group, e.g. of each document)")
-        sizes = [int(g) for g in groups]
+        sizes = [int(g) for g in lengths]
         if any(g < 0 for g in sizes) or sum(sizes) != rows:
-            raise AccountingError(f"release {self.name!r}: groups= lengths add up to "
-                                  f"{sum(sizes)} but {rows} rows were sent; give one length per "
-                                  "group of the rows actually sent")
+            raise AccountingError(f"release {self.name!r}: lengths= add up to {sum(sizes)} but "
+                                  f"{rows} real rows were sent; give one length per group of the "
+                                  "rows actually sent")
         return sum(1 for g in sizes if g > 0)
+
+
+def _rows(tensor: torch.Tensor) -> int:
+    """Rows of ``tensor``: the vectors along its last dimension (one per element of a 1-D one)."""
+    if tensor.ndim == 0:
+        return 1
+    return math.prod(tensor.shape[:-1]) if tensor.ndim >= 2 else int(tensor.shape[0])

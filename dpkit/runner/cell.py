@@ -51,8 +51,10 @@ class OpenCell:
 
 
 def cell_context(cell: Any, registry: Any, device: torch.device, ledger: Ledger,
-                 progress: Callable[[str], None] | None = None) -> RunContext:
-    """The :class:`RunContext` of ``cell``: its data and model (cached per process) on ``device``."""
+                 progress: Callable[[str], None] | None = None,
+                 connect: Callable[[Any, RunContext], Any] | None = None) -> RunContext:
+    """The :class:`RunContext` of ``cell``: its data and model (cached per process) on ``device``;
+    ``connect`` starts the defense's server on the first send (none: the cell cannot send)."""
     from dpkit.spec import PrivacySettings
 
     dataset = load_component(registry, "dataset", cell.data["name"], cell.data["params"], device)
@@ -61,12 +63,15 @@ def cell_context(cell: Any, registry: Any, device: torch.device, ledger: Ledger,
     return RunContext(dataset=dataset, model=model, device=device, seed=cell.seed, ledger=ledger,
                       registry=registry, cache_dir=cache_root() / "artifacts",
                       options={"cell": cell.key}, progress=progress,
-                      privacy=PrivacySettings.model_validate(cell.privacy))
+                      privacy=PrivacySettings.model_validate(cell.privacy),
+                      model_ref=dict(cell.model) if cell.model else None,
+                      dataset_ref=dict(cell.data), connect=connect)
 
 
 def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool = False,
               progress: Callable[[str], None] | None = None,
-              ledger: Ledger | None = None) -> OpenCell:
+              ledger: Ledger | None = None,
+              connect: Callable[[Any, RunContext], Any] | None = None) -> OpenCell:
     """Build ``cell``'s defense, ledger and context, and declare the defense's releases.
 
     With ``planning``, a defense that states its spends from its params alone
@@ -86,6 +91,6 @@ def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool 
             for guarantee, label, count in defense.planned_spends(privacy):
                 ledger.spend(guarantee, label, count)
         return OpenCell(defense, None, ledger)
-    ctx = cell_context(cell, registry, device, ledger, progress)
+    ctx = cell_context(cell, registry, device, ledger, progress, None if planning else connect)
     declare_releases(defense, ctx)
     return OpenCell(defense, ctx, ledger)

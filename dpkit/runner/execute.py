@@ -1,4 +1,5 @@
-"""Run one cell: load data and model, build the defense, run it and the attacks."""
+"""Run one cell: load data and model, build the defense, run its client here and its server and
+the attacks in the server's own process, score the attacks' guesses here."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from dpkit.contract.attacks import run_attack
+from dpkit.boundary.session import connector, cross_check, remote_attack
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.runner.cell import open_cell, settle
 from dpkit.runner.plan_check import EQUAL, NOT_PLANNED, check_plan
@@ -26,33 +27,49 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None) -> dict:
-    """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing)."""
+def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None,
+                 ledger=None) -> dict:
+    """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing).
+
+    ``ledger`` (default: a fresh one from the cell's privacy settings) lets the caller keep what
+    was charged even when the cell fails part-way.
+    """
     from dpkit.contract.plugins import get_registry
 
     registry = registry or get_registry()
     started = time.perf_counter()
     device = resolve_device(cell.device)
     seed_everything(derive_seed(cell.seed, "global", cell.key))
-    opened = open_cell(cell, registry, device, progress=progress)
+    opened = open_cell(cell, registry, device, progress=progress, ledger=ledger,
+                       connect=connector())
     ctx, ledger = opened.ctx, opened.ledger
     assert ctx is not None  # only a plan leaves the context unbuilt
+    wire = ctx.wire  # the runner's own wire: what the plug-in does to ctx cannot change it
     declared = len(ledger.spends)
-    result = settle(opened.defense.run(ctx), ctx)
-    plan = check_plan(opened.defense, ctx.privacy, ledger, declared)
-    if plan not in (EQUAL, NOT_PLANNED):
-        log.warning("cell %s: the run's ledger %s (dpkit budget spec under-stated it)",
-                    cell.key, plan)
-        ctx.say(f"WARNING: the run's ledger {plan}")
-    metrics = {k: float(v) for k, v in result.metrics.items()}
-    skipped = []
-    for ref in cell.attacks:
-        attack = registry.build("attack", ref["name"], ref["params"])
-        view = result.view
-        if view is None or not all(r in view.observed for r in attack.requires):
-            skipped.append(ref["name"])
-            continue
-        metrics.update(run_attack(attack, view, ctx))
+    try:
+        result = settle(opened.defense.run(ctx), ctx)
+        channel = wire._channel
+        if channel is not None:
+            cross_check(channel, wire)
+        plan = check_plan(opened.defense, ctx.privacy, ledger, declared)
+        if plan not in (EQUAL, NOT_PLANNED):
+            log.warning("cell %s: the run's ledger %s (dpkit budget spec under-stated it)",
+                        cell.key, plan)
+            ctx.say(f"WARNING: the run's ledger {plan}")
+        metrics = {k: float(v) for k, v in result.metrics.items()}
+        skipped = []
+        for ref in cell.attacks:
+            out = (remote_attack(channel, ref["name"], ref["params"], cell.seed)
+                   if channel is not None else {"skipped": "nothing crossed the wire"})
+            if "skipped" in out:
+                skipped.append(ref["name"])
+                continue
+            attack = registry.build("attack", ref["name"], ref["params"])
+            metrics.update({k: float(v) for k, v in
+                            attack.score(out["guesses"], dict(result.truth)).items()})
+    finally:
+        if wire._channel is not None:
+            wire._channel.close()
     return {
         "key": cell.key,
         "spec": cell.spec_name,
@@ -73,4 +90,3 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         "device": str(device),
         "elapsed_s": round(time.perf_counter() - started, 3),
     }
-

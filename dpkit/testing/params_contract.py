@@ -49,11 +49,19 @@ class ParamsContract:
                 build_component(self.kind, self._component(), bad)
 
 
-def tiny_context(model: Any, dataset: Any) -> Any:
-    """A CPU RunContext with a fresh ledger and the process registry, for contract tests."""
+def tiny_context(model: Any, dataset: Any, *, model_ref: dict | None = None,
+                 server: str = "inprocess", registry: Any = None, seed: int = 0) -> Any:
+    """A CPU RunContext with a fresh ledger and the process registry, for contract tests.
+
+    ``model_ref`` (``{"name": ..., "params": ...}``) is how the server loads the public model by
+    name; ``server`` is ``"inprocess"`` (the host in this process, bytes both ways: fast, and
+    test-only plug-ins work) or ``"process"`` (its own process, as ``dpkit run`` does).
+    """
     from dpkit.accounting import Ledger
+    from dpkit.boundary.session import connector
     from dpkit.contract.context import RunContext
     from dpkit.contract.plugins import get_registry
 
-    return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=0,
-                      ledger=Ledger(), registry=get_registry())
+    return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=seed,
+                      ledger=Ledger(), registry=registry or get_registry(),
+                      model_ref=model_ref, connect=connector(server))

@@ -1,0 +1,124 @@
+"""Carrying a cell's bytes to its server: a fresh process per cell (default), or in-process.
+
+:class:`ProcessChannel` starts the server in a child of a ``forkserver`` (torch, dpkit and the
+plug-in packages imported once, no tensor work done there, so every child starts clean and owns
+what it loads); the two ends share nothing but a pipe of bytes. :class:`InProcessChannel` runs the
+same host in this process — still bytes both ways, but no isolation: it exists to measure what the
+boundary costs (``bench/boundary.py``) and is refused for real runs unless asked for by name.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from typing import Any
+
+from dpkit.base.errors import ServerError
+from dpkit.boundary.host import ServerHost
+from dpkit.release.codec import decode, encode, raise_if_error
+
+READY_TIMEOUT_S = 600.0
+_PRELOADED: list[str] = []
+
+
+class InProcessChannel:
+    """The host in this process, bytes both ways (no isolation; for measurements and tests)."""
+
+    isolated = False
+
+    def __init__(self, init: dict[str, Any], registry: Any = None):
+        self.host = ServerHost(decode(encode(init)), registry)
+
+    def request(self, data: bytes) -> bytes:
+        """Hand ``data`` to the host; return its encoded answer."""
+        return self.host.handle(data)
+
+    def close(self) -> None:
+        """Drop the host."""
+        self.host = None  # type: ignore[assignment]
+
+
+def _serve(conn: Any, init: bytes, threads: int) -> None:
+    """The server process: build the host, then answer requests until the pipe closes."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        host = ServerHost(decode(init))
+    except Exception as exc:  # reported to the client, which raises it
+        import traceback
+
+        conn.send_bytes(encode({"__error__": type(exc).__name__, "message": str(exc),
+                                "traceback": traceback.format_exc()}))
+        return
+    conn.send_bytes(encode({"ready": True}))
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        conn.send_bytes(host.handle(data))
+
+
+def _context(preload: list[str]) -> Any:
+    ctx = multiprocessing.get_context("forkserver")
+    if not _PRELOADED:  # the forkserver starts once per process, with the first child
+        _PRELOADED.extend(["torch", "dpkit.boundary.host", *preload])
+        ctx.set_forkserver_preload(list(_PRELOADED))
+    return ctx
+
+
+class ProcessChannel:
+    """The host in a fresh child process (see the module docstring)."""
+
+    isolated = True
+
+    def __init__(self, init: dict[str, Any], preload: list[str] | None = None):
+        import torch
+
+        ctx = _context(list(preload or []))
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, daemon=True, name="dpkit-server",
+                                    args=(child, encode(init), torch.get_num_threads()))
+        self._process.start()
+        child.close()
+        raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+
+    def _receive(self, timeout: float | None = None) -> bytes:
+        waited = 0.0
+        while not self._conn.poll(1.0):
+            waited += 1.0
+            if not self._process.is_alive():
+                raise ServerError("ProcessExit", f"the server process exited with code "
+                                  f"{self._process.exitcode} before answering")
+            if timeout is not None and waited >= timeout:
+                raise ServerError("Timeout", f"the server process did not start in {timeout:.0f} s")
+        return self._conn.recv_bytes()
+
+    def request(self, data: bytes) -> bytes:
+        """Send ``data`` to the server process; return its encoded answer."""
+        self._conn.send_bytes(data)
+        return self._receive()
+
+    def close(self) -> None:
+        """Close the pipe and end the server process."""
+        try:
+            self._conn.close()
+        finally:
+            self._process.join(timeout=10)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's id."""
+        return self._process.pid
+
+
+def channel_kind() -> str:
+    """``process`` (default) or ``inprocess`` from ``$DPKIT_SERVER``."""
+    kind = os.environ.get("DPKIT_SERVER", "process")
+    if kind not in ("process", "inprocess"):
+        raise ValueError(f"DPKIT_SERVER must be 'process' or 'inprocess', got {kind!r}")
+    return kind

@@ -1,0 +1,102 @@
+"""The server process's side of a cell: one :class:`ServerHost` per cell, driven by bytes only.
+
+The host is built from an ``init`` payload holding only public things — the defense's name and
+params (from the spec), the spec's model reference, the approved public datasets, the seed, the
+plug-in modules to load — and answers encoded requests: ``message`` (hand it to the server's
+handler), ``attack`` (run an attack on what the server kept and return its guesses), ``tally``
+(what arrived, for the runner's cross-check against its meter) and ``close``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from collections import defaultdict
+from typing import Any
+
+import torch
+
+from dpkit.boundary.public import ServerInputs
+from dpkit.contract.attacks import attack_view
+from dpkit.contract.context import AttackContext
+from dpkit.contract.server import Message, Server
+from dpkit.release.codec import decode, encode
+from dpkit.release.meter import tensor_bytes
+
+
+def registry_from_modules(plugins: dict[str, str]) -> Any:
+    """A registry built in this process from the plug-in modules the runner loaded."""
+    from dpkit.contract.plugins import PluginSystem
+
+    system = PluginSystem()
+    for name, module in plugins.items():
+        system.add(importlib.import_module(module), name)
+    return system.registry
+
+
+def server_class(defense_cls: type) -> type[Server]:
+    """The server part a defense names (``server = ...``), or the passive :class:`Server`."""
+    cls = getattr(defense_cls, "server", None) or Server
+    if not (isinstance(cls, type) and issubclass(cls, Server)):
+        raise TypeError(f"defense {getattr(defense_cls, 'name', defense_cls)!r}: its server must "
+                        f"be a dpkit.Server subclass, got {cls!r}")
+    return cls
+
+
+class ServerHost:
+    """Builds and drives one cell's server (see the module docstring)."""
+
+    def __init__(self, init: dict[str, Any], registry: Any = None):
+        self.registry = registry if registry is not None else registry_from_modules(init["plugins"])
+        entry = self.registry.get("defense", init["defense"])
+        params = entry.cls.Params.model_validate(init["params"])
+        self.device = torch.device(init["device"])
+        self.seed = int(init["seed"])
+        self.public = ServerInputs(self.registry, init.get("model"), init.get("datasets", []),
+                                   self.device, self.seed)
+        self.server = server_class(entry.cls)(params, self.public)
+        self.messages: dict[str, int] = defaultdict(int)
+        self.bytes: dict[str, int] = defaultdict(int)
+
+    def handle(self, data: bytes) -> bytes:
+        """Answer one encoded request; a failure comes back as an encoded error."""
+        try:
+            request = decode(data)
+            op = request.get("op")
+            if op == "message":
+                return encode(self.receive(request))
+            if op == "attack":
+                return encode(self.attack(request))
+            if op == "tally":
+                return encode({"messages": dict(self.messages), "bytes": dict(self.bytes)})
+            raise ValueError(f"unknown request {op!r}")
+        except Exception as exc:  # the client re-raises it with the server's traceback
+            return encode({"__error__": type(exc).__name__, "message": str(exc),
+                           "traceback": traceback.format_exc()})
+
+    def receive(self, request: dict[str, Any]) -> Any:
+        """Hand one message to the server; its answer goes back to the client."""
+        tensor = request["tensor"]
+        name = request["name"]
+        self.messages[name] += 1
+        if tensor is not None:
+            self.bytes[name] += tensor_bytes(tensor)
+            tensor = tensor.to(self.device)
+        mask = request["mask"]
+        message = Message(name, request["phase"], int(request["batch"]), tensor,
+                          None if mask is None else mask.to(self.device), request["lengths"])
+        return self.server.receive(message)
+
+    def attack(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Run attack ``name`` on the server's view and public knowledge; return its guesses."""
+        attack = self.registry.build("attack", request["name"], request["params"])
+        observed = self.server.view()
+        missing = [r for r in attack.requires if r not in observed]
+        if missing:
+            return {"skipped": f"the server kept no {', '.join(missing)}"}
+        from dpkit.release.view import ServerView
+
+        view = attack_view(ServerView(observed=dict(observed), knowledge=self.server.knowledge()),
+                           tuple(attack.requires))
+        actx = AttackContext(self.device, int(request["seed"]))
+        return {"guesses": attack.run(view, actx)}

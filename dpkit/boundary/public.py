@@ -1,0 +1,86 @@
+"""What a server process may load: the spec's public model and the public datasets its cell approved.
+
+A server names the public datasets it needs (:meth:`dpkit.Server.public_data`); the runner checks
+them against the cell's private dataset *by records* before the server starts
+(:func:`overlapping_records`) and passes only the approved ones, so a renamed copy, another
+catalogue name or a superset of the private corpus never reaches the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import torch
+
+from dpkit.base.errors import DpkitError
+from dpkit.contract.context import derive_seed, load_component
+
+
+class PrivateDataError(DpkitError):
+    """A server asked for data it may not have: the cell's private records."""
+
+
+def ref_key(name: str, params: dict | None) -> str:
+    """A canonical key of a component reference (name and params)."""
+    return json.dumps([name, params or {}], sort_keys=True, default=str)
+
+
+def record_hashes(dataset: Any) -> set[bytes]:
+    """A digest of every record (text, whitespace-normalised) of every split of ``dataset``."""
+    out = set()
+    for split in getattr(dataset, "splits", {}).values():
+        for text in getattr(split, "texts", ()):
+            out.add(hashlib.blake2b(" ".join(str(text).split()).encode(), digest_size=16).digest())
+    return out
+
+
+def overlapping_records(private: Any, public: Any) -> int:
+    """How many records of ``public`` are records of ``private``."""
+    return len(record_hashes(private) & record_hashes(public))
+
+
+class ServerInputs:
+    """:class:`dpkit.contract.server.PublicInputs` inside the server process."""
+
+    def __init__(self, registry: Any, model_ref: dict | None, datasets: list[dict],
+                 device: torch.device, seed: int):
+        self._registry = registry
+        self._model_ref = model_ref
+        self._datasets = {ref_key(d["name"], d.get("params")) for d in datasets}
+        self.device = device
+        self.seed = seed
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        """The spec's model, loaded in this process (None when the spec names none)."""
+        if self._model is None and self._model_ref is not None:
+            self._model = self.load_model(self._model_ref["name"], self._model_ref["params"])
+        return self._model
+
+    def load_model(self, name: str, params: dict | None = None) -> Any:
+        """Load a registered model in this process (public weights, by name)."""
+        return load_component(self._registry, "model", name, params or {}, self.device)
+
+    def load_dataset(self, name: str, params: dict | None = None) -> Any:
+        """Load a public dataset the runner approved for this cell (see the module docstring)."""
+        if ref_key(name, params) not in self._datasets:
+            raise PrivateDataError(
+                f"the server asked for dataset {name!r} with params {params or {}}, which its "
+                "cell did not approve; name every public dataset the server loads in its "
+                "Server.public_data(params)")
+        return load_component(self._registry, "dataset", name, params or {}, self.device)
+
+    def build(self, kind: str, name: str, params: dict | None = None) -> Any:
+        """Build a registered mechanism or attack (public algorithms); no datasets."""
+        if kind not in ("mechanism", "attack"):
+            raise PrivateDataError(f"a server builds mechanisms and attacks only, not a {kind}")
+        return self._registry.build(kind, name, params or {})
+
+    def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
+        """A generator seeded from the cell seed and ``server/<stream>``."""
+        gen = torch.Generator(device=device or self.device)
+        gen.manual_seed(derive_seed(self.seed, "server", stream))
+        return gen

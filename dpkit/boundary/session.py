@@ -1,0 +1,83 @@
+"""The runner's side of a cell's boundary: start the server, run the attacks there, cross-check.
+
+:func:`connector` gives a :class:`~dpkit.contract.context.RunContext` the function its wire calls
+on the first send: it checks the public datasets the defense's server asks for against the cell's
+private records, builds the ``init`` payload from public things only, and starts the server (a
+fresh process by default). After the run, :func:`remote_attack` runs an attack where the server
+is and returns its guesses, and :func:`cross_check` compares what the server says arrived with
+what the runner's meter counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dpkit.accounting.guarantees import NoGuarantee
+from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
+from dpkit.boundary.host import server_class
+from dpkit.boundary.public import PrivateDataError, overlapping_records
+from dpkit.release.codec import decode, encode, raise_if_error
+from dpkit.release.meter import UP
+
+
+def approved_datasets(defense: Any, ctx: Any) -> list[dict[str, Any]]:
+    """The public datasets the defense's server names, each checked to share no record with the
+    cell's private dataset (raises :class:`PrivateDataError` naming the one that does)."""
+    refs = []
+    for name, params in server_class(type(defense)).public_data(defense.params):
+        if ctx.dataset is not None:
+            public = ctx.load_dataset(name, params)
+            shared = overlapping_records(ctx.dataset, public)
+            if shared or public is ctx.dataset:
+                raise PrivateDataError(
+                    f"{defense.name}'s server asks for dataset {name!r}, which shares {shared} "
+                    f"records with the cell's private dataset {getattr(ctx.dataset, 'name', '')!r}; "
+                    "a server may only load public data")
+        refs.append({"name": name, "params": dict(params or {})})
+    return refs
+
+
+def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
+    """What the server process is built from: public things only."""
+    return {"defense": defense.name, "params": defense.params.model_dump(mode="json"),
+            "model": ctx.model_ref, "datasets": approved_datasets(defense, ctx),
+            "seed": int(ctx.seed), "device": str(ctx.device),
+            "plugins": dict(getattr(ctx.registry, "modules", {}))}
+
+
+def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:
+    """``connect(defense, ctx)``: start the server of ``defense`` for ``ctx`` (``kind`` ``process``
+    — a fresh process, the default — or ``inprocess``; None reads ``$DPKIT_SERVER``)."""
+    def connect(defense: Any, ctx: Any) -> Any:
+        init = init_payload(defense, ctx)
+        if (kind or channel_kind()) == "inprocess":
+            return InProcessChannel(init, ctx.registry)
+        return ProcessChannel(init, preload=sorted(set(init["plugins"].values())))
+    return connect
+
+
+def remote_attack(channel: Any, name: str, params: dict, seed: int) -> dict[str, Any]:
+    """Run attack ``name`` in the server process; ``{"guesses": ...}`` or ``{"skipped": why}``."""
+    request = {"op": "attack", "name": name, "params": params, "seed": int(seed)}
+    return raise_if_error(decode(channel.request(encode(request))))
+
+
+def cross_check(channel: Any, wire: Any) -> list[str]:
+    """Names whose messages or bytes the server received differ from what the meter counted
+    (something reached the server outside the runner's wire), each recorded as ε = ∞."""
+    tally = raise_if_error(decode(channel.request(encode({"op": "tally"}))))
+    meter = wire._meter
+    counted = {name: meter.messages.get(name, 0) for name in set(meter.messages) | set(tally["messages"])}
+    up = {name: sum(n for (_, d, k), n in meter.totals.items() if d == UP and k == name)
+          for name in counted}
+    odd = sorted(name for name in counted
+                 if tally["messages"].get(name, 0) != counted[name]
+                 or tally["bytes"].get(name, 0) != up[name])
+    for name in odd:
+        wire.ledger.spend(NoGuarantee(
+            f"{name}: the server received {tally['messages'].get(name, 0)} message(s), "
+            f"{tally['bytes'].get(name, 0)} bytes, but the runner's wire metered {counted[name]} "
+            f"message(s), {up[name]} bytes: something crossed outside ctx.wire"),
+            f"{name} (outside the wire)")
+    return odd

@@ -1,0 +1,153 @@
+"""The untrusted side of a defense: a :class:`Server` built in its own process from public inputs.
+
+A defense names its server part (``server = MyServer``); without one it gets :class:`Server`,
+which keeps every real row it receives. The runner starts one server process per cell, builds
+the server there from the defense's params (public: they are in the spec) and
+:class:`PublicInputs` (the spec's model and public datasets, loaded there by name), and hands it
+each message the client sends as a fresh :class:`Message` decoded from bytes. A handler's return
+value (tensors, numbers, lists or dicts of them) goes back to the client as bytes.
+
+Whatever the server keeps with :meth:`Server.observe` is what the attacks see, with
+:meth:`Server.knowledge`; both are computed in the server process, which never held anything
+but public inputs and what crossed the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+    from pydantic import BaseModel
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Message:
+    """One send as the server receives it: a fresh tensor decoded from the bytes that crossed.
+
+    ``mask`` marks the real rows (elements) when the release declares padding (the wire verified
+    it), ``lengths`` the group sizes sent with a ``"group"`` release, ``batch`` the client's batch
+    counter in ``phase``. ``tensor`` is None for a request.
+    """
+
+    name: str
+    phase: str
+    batch: int
+    tensor: torch.Tensor | None
+    mask: torch.Tensor | None = None
+    lengths: list[int] | None = None
+
+    @property
+    def rows(self) -> torch.Tensor:
+        """The real rows of :attr:`tensor` (all of them when no padding was declared)."""
+        if self.tensor is None:
+            raise ValueError(f"message {self.name!r} is a request: it carries no tensor")
+        if self.mask is None:
+            return self.tensor
+        return self.tensor[self.mask]
+
+
+def handles(name: str) -> Callable[[F], F]:
+    """Mark a :class:`Server` method as the handler of messages sent under release ``name``."""
+    def mark(method: F) -> F:
+        method.__dpkit_handles__ = name  # type: ignore[attr-defined]
+        return method
+    return mark
+
+
+class PublicInputs(Protocol):
+    """What a server may build itself from: the spec's public components, loaded by name."""
+
+    model: Any
+    device: torch.device
+    seed: int
+
+    def load_model(self, name: str, params: dict | None = None) -> Any:
+        """Load a registered model in the server process."""
+
+    def load_dataset(self, name: str, params: dict | None = None) -> Any:
+        """Load a registered *public* dataset (the cell's private dataset is refused)."""
+
+    def build(self, kind: str, name: str, params: dict | None = None) -> Any:
+        """Build a registered component (e.g. the public mechanism, to simulate it)."""
+
+    def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
+        """A seeded generator for the server's own randomness."""
+
+
+class Server:
+    """The server part of a defense (see the module docstring); subclass and add handlers.
+
+    ``params`` are the defense's validated params, ``public`` the public inputs. A message whose
+    release has no handler is kept under its name with :meth:`observe` (real rows only) and
+    answered with None.
+    """
+
+    handlers: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        found = dict(getattr(cls, "handlers", {}))
+        for attr, value in vars(cls).items():
+            name = getattr(value, "__dpkit_handles__", None)
+            if name is not None:
+                found[name] = attr
+        cls.handlers = found
+
+    @classmethod
+    def public_data(cls, params: BaseModel) -> list[tuple[str, dict]]:
+        """The public datasets ``(name, params)`` this server loads with
+        ``public.load_dataset``; the runner refuses any that shares a record with the cell's
+        private dataset before the server starts (default: none)."""
+        return []
+
+    def __init__(self, params: BaseModel, public: PublicInputs):
+        self.params = params
+        self.public = public
+        self.observed: dict[str, Any] = {}
+        self._kept: dict[str, int] = {}
+
+    def receive(self, message: Message) -> Any:
+        """Dispatch ``message`` to its handler; without one, keep its real rows."""
+        attr = self.handlers.get(message.name)
+        if attr is not None:
+            return getattr(self, attr)(message)
+        if message.tensor is not None:
+            self.observe(message.name, message.rows)
+        return None
+
+    def observe(self, key: str, rows: Any, keep: int | None = None) -> None:
+        """Keep ``rows`` under ``key`` for the attacks, appended to what is there (at most
+        ``keep`` rows in all); a non-tensor value replaces what is there."""
+        import torch
+
+        if not isinstance(rows, torch.Tensor) or rows.ndim == 0:
+            self.observed[key] = rows
+            return
+        have = self._kept.get(key, 0)
+        if keep is not None:
+            rows = rows[:max(keep - have, 0)]
+        if key in self.observed and have:
+            self.observed[key] = torch.cat([self.observed[key], rows.to(self.observed[key].device)])
+        else:
+            self.observed[key] = rows
+        self._kept[key] = have + int(rows.shape[0])
+
+    def view(self) -> dict[str, Any]:
+        """What the attacks may read as ``view.observed`` (default: everything observed)."""
+        return self.observed
+
+    def knowledge(self) -> dict[str, Any]:
+        """Public knowledge the attacks get (default: the public model's embedding space, if any)."""
+        from dpkit.text.space import EmbeddingSpace
+
+        model = self.public.model
+        if isinstance(model, EmbeddingSpace):
+            return {"space": model}
+        if hasattr(model, "as_space"):
+            return {"space": model.as_space()}
+        return {}
