@@ -6,6 +6,7 @@ from dpkit.contract.context import RunContext
 from dpkit.contract.hookspecs import hookimpl
 from dpkit.contract.params import NoParams, Params
 from dpkit.contract.protocols import Attack, DatasetSource, Defense, DefenseResult, Mechanism, ModelSource, ServerView
+from dpkit.contract.server import Message, PublicInputs, Server, handles
 from dpkit.release.wire import Release, Wire
 from dpkit.text.space import EmbeddingSpace
 
@@ -21,12 +22,16 @@ __all__ = [
     "DefenseResult",
     "EmbeddingSpace",
     "Mechanism",
+    "Message",
     "ModelSource",
+    "PublicInputs",
     "RunContext",
     "NoParams",
     "Params",
     "Release",
+    "Server",
     "ServerView",
     "Wire",
+    "handles",
     "hookimpl",
 ]

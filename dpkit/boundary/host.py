@@ -53,7 +53,7 @@ class ServerHost:
         self.device = torch.device(init["device"])
         self.seed = int(init["seed"])
         self.public = ServerInputs(self.registry, init.get("model"), init.get("datasets", []),
-                                   self.device, self.seed)
+                                   self.device, self.seed, init.get("artifacts"))
         self.server = server_class(entry.cls)(params, self.public)
         self.messages: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from dpkit.base.cache import cache_root
 from dpkit.base.errors import DpkitError
 from dpkit.contract.context import derive_seed, load_component
 
@@ -45,8 +47,9 @@ class ServerInputs:
     """:class:`dpkit.contract.server.PublicInputs` inside the server process."""
 
     def __init__(self, registry: Any, model_ref: dict | None, datasets: list[dict],
-                 device: torch.device, seed: int):
+                 device: torch.device, seed: int, artifacts: str | None = None):
         self._registry = registry
+        self._artifacts = Path(artifacts) if artifacts else cache_root() / "server-artifacts"
         self._model_ref = model_ref
         self._datasets = {ref_key(d["name"], d.get("params")) for d in datasets}
         self.device = device
@@ -80,7 +83,31 @@ class ServerInputs:
         return self._registry.build(kind, name, params or {})
 
     def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
-        """A generator seeded from the cell seed and ``server/<stream>``."""
+        """A generator seeded from the server's seed and ``stream``."""
         gen = torch.Generator(device=device or self.device)
-        gen.manual_seed(derive_seed(self.seed, "server", stream))
+        gen.manual_seed(derive_seed(self.seed, stream))
         return gen
+
+    def numpy_seed(self, stream: str) -> int:
+        """A 32-bit seed for numpy / scikit-learn, derived like :meth:`generator`."""
+        return derive_seed(self.seed, stream) % (2**32)
+
+    def say(self, message: str) -> None:
+        """Progress of long server work (printed to the server process's standard error)."""
+        import sys
+
+        print(f"[server] {message}", file=sys.stderr, flush=True)
+
+    def artifact_dir(self, kind: str, key: str) -> Path:
+        """A cache folder for something the server trains from public inputs (e.g. a denoiser),
+        apart from the client's artifacts (default ``<cache>/server-artifacts/<kind>/<key>``)."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
+        path = self._artifacts / kind / safe
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def artifact_lock(self, kind: str, key: str) -> Any:
+        """Inter-process lock of one server artifact entry (see :meth:`artifact_dir`)."""
+        from filelock import FileLock
+
+        return FileLock(str(self.artifact_dir(kind, key)) + ".lock", timeout=6 * 3600)

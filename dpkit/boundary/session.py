@@ -17,6 +17,7 @@ from dpkit.accounting.guarantees import NoGuarantee
 from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
 from dpkit.boundary.host import server_class
 from dpkit.boundary.public import PrivateDataError, overlapping_records
+from dpkit.contract.context import derive_seed
 from dpkit.release.codec import decode, encode, raise_if_error
 from dpkit.release.meter import UP
 
@@ -39,11 +40,13 @@ def approved_datasets(defense: Any, ctx: Any) -> list[dict[str, Any]]:
 
 
 def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
-    """What the server process is built from: public things only."""
+    """What the server process is built from: public things only (its seed is derived from the
+    cell's, so it cannot regenerate the client's draws from it)."""
     return {"defense": defense.name, "params": defense.params.model_dump(mode="json"),
             "model": ctx.model_ref, "datasets": approved_datasets(defense, ctx),
-            "seed": int(ctx.seed), "device": str(ctx.device),
-            "plugins": dict(getattr(ctx.registry, "modules", {}))}
+            "seed": derive_seed(int(ctx.seed), "server"), "device": str(ctx.device),
+            "plugins": dict(getattr(ctx.registry, "modules", {})),
+            "artifacts": str(ctx.cache_dir.parent / "server-artifacts")}
 
 
 def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:

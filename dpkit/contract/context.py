@@ -130,6 +130,7 @@ class RunContext(SeededStreams):
         self.model_ref, self.dataset_ref = model_ref, dataset_ref
         self._connect = connect
         self._bound: Any = None
+        self.declared: set[int] = set()  # ids of the components whose releases are declared
         self._prepared: dict[int, tuple[Any, Any]] = {}
 
     @property
@@ -147,6 +148,13 @@ class RunContext(SeededStreams):
             raise AttributeError(f"RunContext.{name} belongs to the runner and cannot be replaced; "
                                  "send through ctx.wire, which charges ctx.ledger")
         object.__setattr__(self, name, value)
+
+    def for_plan(self, ledger: Ledger) -> RunContext:
+        """A context with the same inputs, a fresh ``ledger`` and a wire that cannot send (a plan
+        declares releases and runs nothing)."""
+        return RunContext(self.dataset, self.model, self.device, self.seed, ledger, self.registry,
+                          self.cache_dir, self.work_dir, self.options, self.progress, self.privacy,
+                          model_ref=self.model_ref, dataset_ref=self.dataset_ref)
 
     def bind_server(self, defense: Any) -> None:
         """Let ``ctx.wire`` start ``defense``'s server on its first send (once per context)."""

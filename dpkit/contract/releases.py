@@ -24,10 +24,9 @@ def declare_releases(defense: Any, ctx: RunContext) -> list[Spend]:
     first thing in ``run`` (so calling ``run`` directly, as tests do, declares too).
     """
     ctx.bind_server(defense)
-    declared = ctx.options.setdefault("_declared_by", set())
-    if not isinstance(defense, DeclaresReleases) or id(defense) in declared:
+    if not isinstance(defense, DeclaresReleases) or id(defense) in ctx.declared:
         return []
-    declared.add(id(defense))
+    ctx.declared.add(id(defense))
     return ctx.wire.declare(defense.releases(ctx))
 
 

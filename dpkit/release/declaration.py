@@ -116,25 +116,27 @@ class Release:
         return real
 
     def measure(self, tensor: torch.Tensor, lengths: Sequence[int] | None = None) -> int:
-        """The units of one send of ``tensor``, counted by this release's unit."""
-        if self.unit == "send":
-            return 1
+        """The units of one send of ``tensor``, counted by this release's unit; ``lengths``, when
+        given, must group exactly its real rows (elements for an ``"element"`` release)."""
         real = self.real(tensor)
         if self.unit == "element":
-            return int(tensor.numel()) if real is None else int(real.sum())
-        rows = _rows(tensor) if real is None else int(real.sum())
-        if self.unit == "row":
+            rows = int(tensor.numel()) if real is None else int(real.sum())
+        else:
+            rows = _rows(tensor) if real is None else int(real.sum())
+        if lengths is not None:
+            sizes = [int(g) for g in lengths]
+            if any(g < 0 for g in sizes) or sum(sizes) != rows:
+                raise AccountingError(f"release {self.name!r}: lengths= add up to {sum(sizes)} "
+                                      f"but {rows} real rows were sent; give one length per group "
+                                      "of the rows actually sent")
+        if self.unit == "send":
+            return 1
+        if self.unit in ("row", "element"):
             return rows
         if lengths is None:
             raise AccountingError(f"release {self.name!r} counts groups: send it with lengths= "
                                   "(the length of each group, e.g. of each document)")
-        sizes = [int(g) for g in lengths]
-        if any(g < 0 for g in sizes) or sum(sizes) != rows:
-            raise AccountingError(f"release {self.name!r}: lengths= add up to {sum(sizes)} but "
-                                  f"{rows} real rows were sent; give one length per group of the "
-                                  "rows actually sent")
-        return sum(1 for g in sizes if g > 0)
-
+        return sum(1 for g in lengths if int(g) > 0)
 
 def _rows(tensor: torch.Tensor) -> int:
     """Rows of ``tensor``: the vectors along its last dimension (one per element of a 1-D one)."""

@@ -7,6 +7,8 @@
   token in another document is another individual's data, not a further composition.
 - Words the mechanism passes through verbatim, and out-of-vocabulary words kept with
   ``oov: keep``, have no guarantee: each gets its ∞ entry naming how many words.
+- Document lengths travel as the ``lengths=`` of the main send: the wire checks they only group
+  the rows it counts (:data:`LENGTHS_NOTE`).
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ def is_sequence_level(mechanism: Any) -> bool:
     return bool(getattr(mechanism, "sequence_level", False))
 
 
-LENGTHS_NOTE = ("document lengths: dχ and per-document (ε, δ) compare neighbouring documents of "
-                "equal length, so lengths are public under the main release")
+LENGTHS_NOTE = ("document lengths (sent as lengths= with the main release): dχ and per-document "
+                "(ε, δ) compare neighbouring documents of equal length, so lengths are public "
+                "under the main release")
 
 
 def _known_per_doc(docs: list[torch.Tensor]) -> list[int]:
@@ -83,11 +86,7 @@ def verbatim_count(mechanism: Any, space: EmbeddingSpace, docs: list[torch.Tenso
 def token_releases(mechanism: Any, space: EmbeddingSpace, docs: list[torch.Tensor],
                    name: str) -> list[Release]:
     """Every release of privatizing ``docs`` with ``mechanism`` and sending them as ``name``."""
-    out = [main_release(mechanism, space, docs, name),
-           Release("doc_lengths", None, LENGTHS_NOTE, covered_by=name)]
-    if name == "embeddings":
-        out.append(Release("substituted_ids", None, "nearest-word decoding of the sent vectors "
-                           "(post-processing)", covered_by=name))
+    out = [main_release(mechanism, space, docs, name)]
     n_verbatim = verbatim_count(mechanism, space, docs)
     if n_verbatim:
         out.append(Release.uncovered(

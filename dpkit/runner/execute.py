@@ -59,7 +59,8 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
         metrics = {k: float(v) for k, v in result.metrics.items()}
         skipped = []
         for ref in cell.attacks:
-            out = (remote_attack(channel, ref["name"], ref["params"], cell.seed)
+            out = (remote_attack(channel, ref["name"], ref["params"],
+                                 derive_seed(cell.seed, "attack"))
                    if channel is not None else {"skipped": "nothing crossed the wire"})
             if "skipped" in out:
                 skipped.append(ref["name"])

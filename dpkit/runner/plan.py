@@ -64,8 +64,7 @@ def plan_cell(component: Any, kind: str, privacy: Any, ctx: Any = None) -> dict[
             if ctx is None:
                 raise ValueError(f"{type(component).__name__} declares releases from the data; "
                                  "pass the cell's RunContext as ctx=")
-            ctx.ledger, ctx.wire = ledger, type(ctx.wire)(ledger)
-            declare_releases(component, ctx)
+            declare_releases(component, ctx.for_plan(ledger))
     except BudgetExceededError as exc:
         refused = str(exc)
     return _record(ledger, "" if refused else _note(component, ledger), refused)

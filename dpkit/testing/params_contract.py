@@ -62,6 +62,24 @@ def tiny_context(model: Any, dataset: Any, *, model_ref: dict | None = None,
     from dpkit.contract.context import RunContext
     from dpkit.contract.plugins import get_registry
 
+    registry = registry or get_registry()
+    if model_ref is None and model is not None:
+        model_ref = register_test_model(registry, model)
     return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=seed,
-                      ledger=Ledger(), registry=registry or get_registry(),
-                      model_ref=model_ref, connect=connector(server))
+                      ledger=Ledger(), registry=registry, model_ref=model_ref,
+                      connect=connector(server))
+
+
+def register_test_model(registry: Any, model: Any) -> dict:
+    """Register ``model`` (an object built in a test) as a model source of ``registry`` and
+    return its reference, so an in-process server can load it by name like any public model."""
+    from dpkit.contract.params import NoParams
+
+    name = f"test-model-{id(model):x}"
+    if name not in registry.entries["model"]:
+        source = type("TestModel", (), {"name": name, "Params": NoParams,
+                                        "__init__": lambda self, params: None,
+                                        "load": lambda self, device: model,
+                                        "__doc__": "A model object built by a test."})
+        registry.add("model", source, "tests")
+    return {"name": name, "params": {}}

@@ -61,8 +61,11 @@ class AttributeInferenceParams(Params):
 class AttributeInference(Component):
     """Infers a private attribute (e.g. the label) from privatized representations with an MLP.
 
-    Uses ``view.knowledge['aux_representations' / 'aux_attributes']`` when given; otherwise the
-    attacker knows the attributes of an ``aux_fraction`` of the observed records.
+    Runs where the server is: its guesses are the representations it observed and, when its
+    server computed some, ``view.knowledge['aux_representations']`` (e.g. its own outputs on the
+    training uploads). The MLP is fitted where the truth is, at scoring: on the auxiliary
+    representations labelled by ``truth['aux_attributes']`` when both exist, otherwise on an
+    ``aux_fraction`` of the observed records whose attributes the threat model gives the attacker.
     """
 
     name: ClassVar[str] = "attribute_inference"
@@ -76,8 +79,7 @@ class AttributeInference(Component):
         and the attacker's seeded generator."""
         return {"x": view.observed["representations"],
                 "aux_x": view.knowledge.get("aux_representations"),
-                "aux_y": view.knowledge.get("aux_attributes"),
-                "generator": ctx.generator("attribute_inference", device="cpu")}
+                "seed": ctx.generator("attribute_inference", device="cpu").initial_seed()}
 
     def score(self, guesses: dict, truth: dict) -> dict[str, float]:
         """``attribute_accuracy`` of the attacker and the ``attribute_majority`` baseline.
@@ -85,13 +87,15 @@ class AttributeInference(Component):
         Without auxiliary data the threat model gives the attacker the attributes of an
         ``aux_fraction`` of the observed records; that fraction is drawn here, where the truth is.
         """
-        x, y, gen = guesses["x"], truth.get("attributes"), guesses["generator"]
+        x, y = guesses["x"], truth.get("attributes")
+        gen = torch.Generator().manual_seed(int(guesses["seed"]))
         if y is None:
             raise ValueError("attribute_inference needs truth['attributes'] to score against")
         y = torch.as_tensor(y, device=x.device).long()
-        if guesses["aux_x"] is not None:
-            train_x = guesses["aux_x"]
-            train_y = torch.as_tensor(guesses["aux_y"], device=x.device).long()
+        aux_x, aux_y = guesses.get("aux_x"), truth.get("aux_attributes")
+        if aux_x is not None and aux_y is not None and len(aux_x) == len(aux_y) > 0:
+            train_x = aux_x.to(x.device)
+            train_y = torch.as_tensor(aux_y, device=x.device).long()
             test_x, test_y = x, y
         else:
             order = torch.randperm(len(y), generator=gen).to(x.device)

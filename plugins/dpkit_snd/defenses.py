@@ -9,6 +9,7 @@ import torch
 from dpkit_baselines.laplace import NoNoise
 
 import dpkit
+from dpkit.ml.training import TrainingCurve
 from dpkit import DefenseResult, Release
 from dpkit.accounting import NoGuarantee
 from dpkit.contract.releases import declare_releases
@@ -23,6 +24,7 @@ from dpkit_snd.params import (
 )
 from dpkit_snd.pipeline import Step, evaluate, load_split, result
 from dpkit_snd.privatize import privatize_tokens
+from dpkit_snd.server import PAD_ID, DenoisingServer, SplitEncoderServer
 
 UPLOAD_NOISE = "snd-upload-noise"
 """The generator stream of the uploads' dχ noise, one for the whole family (SnD, TokEmbPriv,
@@ -31,12 +33,24 @@ server-side denoise, Text2Text): at one seed and η they perturb every token wit
 two noise draws."""
 
 
+def noisy_mechanism(ctx, client: SplitClient, params, who: str, eta: float):
+    """The dχ mechanism of a noisy SnD-family defense at ``eta`` (clipped with ``params.clip``),
+    or the noiseless :class:`NoNoise` at η = ∞; ``ctx`` is a run context or the server's inputs."""
+    raw = {"eta": eta}
+    if params.clip:
+        raw["clip_bound"] = client.clip_bound
+    if math.isinf(eta):  # the noiseless ceiling: nothing drawn, no guarantee
+        return NoNoise(who, raw.get("clip_bound"))
+    return ctx.build("mechanism", params.mechanism, raw)
+
+
 class _SplitDefense(dpkit.Component):
     """Shared flow: declare the uploads, then privatize, send, embed on the server and evaluate."""
 
     name: ClassVar[str]
     Params: ClassVar[type[CommonParams]]
     upload: ClassVar[str] = "embeddings"
+    server: ClassVar[type[dpkit.Server]] = SplitEncoderServer
 
     def _setup(self, ctx):
         """Client and tokenized train/test splits for ``ctx``, built once per run."""
@@ -54,9 +68,8 @@ class _SplitDefense(dpkit.Component):
         client, train, test = self._setup(ctx)
         return [Release(self.upload, self._guarantee(ctx, client),
                         f"{self.name}: token {self.upload} (train + test texts)",
-                        count=train.n_tokens + test.n_tokens),
-                Release("mask", None, "attention masks: token counts, public under dχ's "
-                        "equal-length neighbours", covered_by=self.upload)]
+                        count=train.n_tokens + test.n_tokens,
+                        padding=0.0 if self.upload == "embeddings" else PAD_ID)]
 
     def _guarantee(self, ctx, client):
         return self._mechanism(ctx, client, self.params.eta).guarantee(client.space)
@@ -73,12 +86,7 @@ class _NoisyDefense(_SplitDefense):
     """A defense whose client adds dχ noise (and optionally clips) before sending tokens."""
 
     def _mechanism(self, ctx, client: SplitClient, eta: float):
-        raw = {"eta": eta}
-        if self.params.clip:
-            raw["clip_bound"] = client.clip_bound
-        if math.isinf(eta):  # the noiseless ceiling: nothing drawn, no guarantee
-            return NoNoise(self.name, raw.get("clip_bound"))
-        return ctx.build("mechanism", self.params.mechanism, raw)
+        return noisy_mechanism(ctx, client, self.params, self.name, eta)
 
     def run(self, ctx) -> DefenseResult:
         """Declare η per token, privatize, send, run the server, post-process, evaluate."""
@@ -93,16 +101,16 @@ class _NoisyDefense(_SplitDefense):
             p = privatize_tokens(mech, x, mask, space=client.space, generator=gen)
             return post(p, upload(p.x_priv), client)
 
-        metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method)
+        metrics, truth, classifier = evaluate(ctx, client, self.params, train, test, method)
         metrics.update(extra, clip_bound=client.clip_bound if self.params.clip else float("inf"),
                        **self._document_metrics(client, train, test))
-        return result(metrics, view, ctx.wire.summary(), [classifier, *curves])
+        return result(metrics, truth, ctx.wire.summary(), [classifier, *curves])
 
     def _prepare(self, ctx, client):
-        """Train/load what the method needs; returns (extra metrics, post-processing, curves)."""
-        def post(p, sent, client):
-            e = client.served(sent, p.mask)
-            return Step(sent, e, e, p.noise)
+        """Train/load what the method needs; returns (extra metrics, post-processing of the
+        server's pooled answer, curves)."""
+        def post(p, e, client):
+            return Step(p.x_priv, e, e, p.noise)
         return {}, post, []
 
 
@@ -122,9 +130,8 @@ class SnD(_NoisyDefense):
     def _prepare(self, ctx, client):
         model, info, curve = denoising.snd_denoiser(ctx, client, self.params, self._mechanism)
 
-        def post(p, sent, client):
-            e_n = client.served(sent, p.mask)
-            return Step(sent, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
+        def post(p, e_n, client):
+            return Step(p.x_priv, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
         return info, post, [curve]
 
 
@@ -133,14 +140,15 @@ class ServerDenoise(_NoisyDefense):
 
     name: ClassVar[str] = "snd_server_denoise"
     Params: ClassVar[type[ServerDenoiseParams]] = ServerDenoiseParams
+    server: ClassVar[type[dpkit.Server]] = DenoisingServer
 
     def _prepare(self, ctx, client):
-        model, info, curve = denoising.server_denoiser(ctx, client, self.params, self._mechanism)
+        report = ctx.wire.send("denoiser_report")  # the server trained (or loaded) its denoiser
+        curve = TrainingCurve.from_dict(report["curve"])
 
-        def post(p, sent, client):
-            e = client.server(model(sent, p.mask), p.mask)
-            return Step(sent, e, e, p.noise)
-        return info, post, [curve]
+        def post(p, e, client):
+            return Step(p.x_priv, e, e, p.noise)
+        return dict(report["info"]), post, [curve]
 
 
 class SnDText2Text(_SplitDefense):
@@ -163,16 +171,15 @@ class SnDText2Text(_SplitDefense):
         @torch.no_grad()
         def method(ids, mask, x, upload):
             keep = mask.bool()
-            new_ids = ids.clone()
+            new_ids = torch.full_like(ids, PAD_ID)
             new_ids[keep] = mech.privatize(ids[keep], space=client.space, generator=gen)
-            sent = client.embed(upload(new_ids))  # the server embeds the ids it received
-            e = client.served(sent, mask)
-            return Step(sent, e, e, None)
+            e = upload(new_ids)  # the server embeds the ids it received and pools
+            return Step(client.embed(new_ids.clamp_min(0)), e, e, None)
 
-        metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method,
+        metrics, truth, classifier = evaluate(ctx, client, self.params, train, test, method,
                                              mi=False)
         metrics.update(self._document_metrics(client, train, test))
-        return result(metrics, view, ctx.wire.summary(), [classifier])
+        return result(metrics, truth, ctx.wire.summary(), [classifier])
 
 
 class SnDClean(_SplitDefense):
@@ -191,14 +198,13 @@ class SnDClean(_SplitDefense):
         client, train, test = self._setup(ctx)
 
         def method(ids, mask, x, upload):
-            sent = upload(x)
-            e = client.served(sent, mask)
-            return Step(sent, e, e, None)
+            e = upload(x)
+            return Step(x, e, e, None)
 
-        metrics, view, classifier = evaluate(ctx, client, self.params, train, test, method,
+        metrics, truth, classifier = evaluate(ctx, client, self.params, train, test, method,
                                              mi=False)
         metrics.update(self._document_metrics(client, train, test))
-        return result(metrics, view, ctx.wire.summary(), [classifier])
+        return result(metrics, truth, ctx.wire.summary(), [classifier])
 
 
 DEFENSES: tuple[type, ...] = (SnD, TokEmbPriv, SnDText2Text, ServerDenoise, SnDClean)

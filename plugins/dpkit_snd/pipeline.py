@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpkit import DefenseResult, ServerView
+from dpkit import DefenseResult
 from dpkit.base.cache import content_key, process_cache
 from dpkit.ml.training import TrainingCurve, attach_curves
 from dpkit.release.wire import Wire
@@ -17,6 +17,7 @@ from dpkit.text.recovery import knn_recovery
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
 from dpkit_snd.privatize import token_correlation
+from dpkit_snd.server import PAD_ID
 
 
 @dataclass
@@ -97,25 +98,26 @@ class Outcome:
 
 
 def push(client: SplitClient, split: Split, method: Method, keep_tokens: int, wire: Wire,
-         upload: str, observe: bool = False) -> Outcome:
+         upload: str) -> Outcome:
     """Run ``method`` over every batch through ``wire``; keep up to ``keep_tokens`` token rows.
 
-    The method gets an ``upload(tensor)`` callable: the only way its batch reaches the server.
-    The server's pooled output comes back down. With ``observe`` the wire keeps both for the view.
+    The method gets an ``upload(tensor)`` callable — the only way its batch reaches the server —
+    which sends the batch with its padding rows blanked (zeros, or −1 for ids: the wire verifies
+    them and the server restores the public padding) and returns the server's pooled outputs.
     """
     server, user, toks, sent, ids_kept, noise = [], [], [], [], [], []
     kept = 0
     for ids, mask in split.batches:
         x = client.embed(ids)
         rows = mask.bool()
-        wire.send("mask", mask)
 
         def send_up(tensor: torch.Tensor, rows=rows) -> torch.Tensor:
-            return wire.send(upload, tensor, rows=rows, observe=upload if observe else None)
+            blank = PAD_ID if not tensor.is_floating_point() else 0
+            return wire.send(upload, tensor.masked_fill(~rows.unsqueeze(-1) if tensor.ndim == 3
+                                                        else ~rows, blank))
 
         step = method(ids, mask, x, send_up)
-        server.append(wire.reply("pooled", step.e_server,
-                                 observe="representations" if observe else None))
+        server.append(step.e_server)
         user.append(step.e_user)
         wire.end_batch()
         if kept < keep_tokens:
@@ -134,18 +136,18 @@ def push(client: SplitClient, split: Split, method: Method, keep_tokens: int, wi
 
 
 def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method: Method,
-             mi: bool = True) -> tuple[dict[str, float], ServerView, TrainingCurve]:
-    """Utility and MI metrics for ``method``, the server's view for the attacks, and the
+             mi: bool = True) -> tuple[dict[str, float], dict, TrainingCurve]:
+    """Utility and MI metrics for ``method``, the truth the attacks are scored against, and the
     downstream classifier's training curve (validated on held-out training texts, never test).
 
     ``inversion_cosine_top1`` decodes the transmitted embeddings by cosine: clipping (Eq. 3)
     shrinks vectors, which misleads the L2 decoder of ``nn_inversion`` but not this one.
 
-    The view holds the transmitted test token embeddings (``embeddings``, truth ``token_ids``,
-    knowledge ``space``) for ``nn_inversion`` and the returned pooled embeddings
-    (``representations``, truth ``attributes`` = labels, the training split as the attacker's
-    labelled auxiliary data) for ``attribute_inference``. ``mi=False`` skips the k-NN MI
-    estimate (meaningless for discrete outputs such as substituted tokens).
+    The server (:mod:`dpkit_snd.server`) keeps the first ``view_tokens`` transmitted test token
+    embeddings for ``nn_inversion`` (truth ``token_ids``) and its pooled test outputs for
+    ``attribute_inference`` (truth ``attributes`` = labels; its pooled training outputs are the
+    attacker's auxiliary data, labelled by ``aux_attributes`` when scored). ``mi=False`` skips
+    the k-NN MI estimate (meaningless for discrete outputs such as substituted tokens).
     """
     k = n_classes(ctx, train, test)
     keep = max(params.view_tokens, params.mi_tokens)
@@ -154,8 +156,7 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
     wire.phase = "train"
     tr = push(client, train, method, 0, wire, upload)
     wire.phase = "test"
-    wire.keep(upload, params.view_tokens)
-    te = push(client, test, method, keep, wire, upload, observe=True)
+    te = push(client, test, method, keep, wire, upload)
     metrics = similarity(te.user, te.clean)
     scores, curve = downstream(tr.user, train.labels, te.user, test.labels, k,
                                epochs=params.classifier_epochs,
@@ -172,20 +173,15 @@ def evaluate(ctx, client: SplitClient, params, train: Split, test: Split, method
     shown = slice(0, params.view_tokens)
     metrics["inversion_cosine_top1"] = knn_recovery(te.sent[shown], client.table,
                                                     te.token_ids[shown], (1,), "cosine")[1]
-    if upload == "substituted_ids":  # the server embeds the ids it received
-        wire.derive("embeddings", client.embed, "substituted_ids")
-    view = wire.view(
-        knowledge={"space": client.space, "aux_representations": tr.server,
-                   "aux_attributes": train.labels},
-        truth={"token_ids": te.token_ids[:params.view_tokens], "attributes": test.labels},
-    )
-    return metrics, view, curve
+    truth = {"token_ids": te.token_ids[shown], "attributes": test.labels,
+             "aux_attributes": train.labels}
+    return metrics, truth, curve
 
 
-def result(metrics: dict[str, float], view: ServerView, wire: dict[str, int],
+def result(metrics: dict[str, float], truth: dict, wire: dict[str, int],
            curves: list[TrainingCurve]) -> DefenseResult:
-    """Package metrics, view, bytes and the training curves (the classifier's first)."""
-    out = DefenseResult(metrics={k: float(v) for k, v in metrics.items()}, view=view,
+    """Package metrics, truth, bytes and the training curves (the classifier's first)."""
+    out = DefenseResult(metrics={k: float(v) for k, v in metrics.items()}, truth=truth,
                         wire_bytes=wire)
     attach_curves(out, curves)
     return out

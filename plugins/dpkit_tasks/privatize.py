@@ -18,6 +18,7 @@ from dpkit.release.tokens import token_releases
 from dpkit.ml.training import attach_curves
 from dpkit.release.wire import Release
 from dpkit_tasks.classifier import doc_features, train_text_classifier
+from dpkit_tasks.server import TextServer
 
 
 @dataclass
@@ -71,6 +72,7 @@ class PrivatizeText(Component):
     name: ClassVar[str] = "privatize_text"
     Params = PrivatizeTextParams
     params: PrivatizeTextParams
+    server = TextServer
 
     def _prepared(self, ctx) -> _Prepared:
         """Mechanism, space and tokenized documents for ``ctx``, computed once per cell."""
@@ -99,27 +101,20 @@ class PrivatizeText(Component):
                               "embeddings" if st.mechanism.domain == "embedding" else "substituted_ids")
 
     def run(self, ctx) -> DefenseResult:
-        """Privatize each document, send it over ``ctx.wire``, decode, and measure what leaks."""
+        """Privatize each document and send it over ``ctx.wire`` (the server decodes and keeps
+        what the attacks see); measure what leaks and the utility here."""
         declare_releases(self, ctx)
         p, st = self.params, self._prepared(ctx)
-        mechanism, space, docs, wire = st.mechanism, st.space, st.docs, ctx.wire
+        mechanism, space, docs = st.mechanism, st.space, st.docs
         truth = torch.cat(docs).to(ctx.device) if docs else torch.zeros(0, dtype=torch.long)
         known = truth >= 0
         lengths = [len(d) for d in docs]
         substituted, noisy = self._privatize(ctx, mechanism, space, docs, truth)
-        wire.send("doc_lengths", torch.tensor(lengths, dtype=torch.long), observe="doc_lengths")
-        counted = {"rows": known, "groups": [int((d >= 0).sum()) for d in docs],
-                   "observe_rows": torch.ones_like(known)}  # OOV rows cross too (as oov_words)
+        per_doc = [int((d >= 0).sum()) for d in docs]  # out-of-vocabulary words do not cross
         if noisy is not None:
-            wire.send("embeddings", noisy, observe="embeddings", **counted)
-            wire.send("substituted_ids", substituted, observe="substituted_ids", **counted)
-            wire.derive("representations", lambda x, n: self._mean_rows(x, n.tolist()),
-                        "embeddings", "doc_lengths")
+            ctx.wire.send("embeddings", noisy[known], lengths=per_doc)
         else:
-            wire.send("substituted_ids", substituted, observe="substituted_ids", **counted)
-            wire.derive("representations", lambda ids, n: torch.as_tensor(doc_features(
-                list(torch.split(ids.cpu(), n.tolist())), space, "mean_vectors")),
-                "substituted_ids", "doc_lengths")
+            ctx.wire.send("substituted_ids", substituted[known], lengths=per_doc)
         metrics = {"n_docs": float(len(docs)), "n_tokens": float(int(known.sum())),
                    "token_preservation": float((substituted[known] == truth[known]).float().mean())}
         out_docs = list(torch.split(substituted.cpu(), lengths))
@@ -129,11 +124,9 @@ class PrivatizeText(Component):
                                           len(st.texts))
             metrics.update(scores)
             curves.append(curve)
-        view = wire.view(knowledge={"space": space},
-                         truth={"token_ids": truth, "doc_lengths": lengths,
-                                "attributes": st.split.labels[:len(st.texts)]
-                                if st.split.labels else None})
-        result = DefenseResult(metrics, view, wire.summary())
+        labels = st.split.labels[:len(st.texts)] if st.split.labels else None
+        result = DefenseResult(metrics, truth={"token_ids": truth[known], "doc_lengths": per_doc,
+                                               "attributes": labels})
         if curves:
             attach_curves(result, curves)
         return result
@@ -178,17 +171,6 @@ class PrivatizeText(Component):
             index = VocabIndex(space.vectors, self.params.decode_metric)
             substituted[known] = index.search(noisy[known], 1)[1][:, 0]
         return substituted, noisy
-
-    @staticmethod
-    def _mean_rows(noisy: torch.Tensor, lengths: list[int]) -> torch.Tensor:
-        """Mean of each document's sent rows (all-zero rows are dropped out-of-vocabulary words)."""
-        known = noisy.abs().sum(1) > 0
-        doc_of = torch.repeat_interleave(torch.arange(len(lengths), device=noisy.device),
-                                         torch.tensor(lengths, device=noisy.device))
-        sums = torch.zeros(len(lengths), noisy.shape[1], device=noisy.device)
-        sums.index_add_(0, doc_of[known], noisy[known])
-        counts = torch.bincount(doc_of[known], minlength=len(lengths)).clamp_min(1)
-        return sums / counts.unsqueeze(1)
 
     def _utility(self, ctx, space, train, docs, out_docs, split, n):
         """Accuracy of a classifier trained on clean train text, on clean and privatized test text,

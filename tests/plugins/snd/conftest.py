@@ -17,6 +17,8 @@ from dpkit.models import tiny_encoder
 from dpkit.contract.registry import Registry
 from dpkit.testing import textdata
 from dpkit.testing.textdata import generated_texts
+from dpkit.boundary.session import connector
+from dpkit.testing.params_contract import register_test_model
 
 def generated_dataset(n_train: int = 96, n_test: int = 48, seed: int = 0) -> TextDataset:
     """The shared generated two-class dataset, at the sizes these tests use."""
@@ -60,9 +62,12 @@ def tiny_model():
 def make_ctx(registry, tiny_model, tmp_path):
     """Factory of run contexts over the tiny model and generated data (fresh ledger each)."""
     def make(model=None, dataset=None, seed: int = 0, cache=None) -> RunContext:
-        return RunContext(dataset=dataset or generated_dataset(), model=model or tiny_model,
+        model = model or tiny_model
+        return RunContext(dataset=dataset or generated_dataset(), model=model,
                           device=torch.device("cpu"), seed=seed, ledger=Ledger(delta=1e-5),
-                          registry=registry, cache_dir=cache or tmp_path / "cache")
+                          registry=registry, cache_dir=cache or tmp_path / "cache",
+                          model_ref=register_test_model(registry, model),
+                          connect=connector("inprocess"))
     return make
 
 

