@@ -116,9 +116,12 @@ class ProcessChannel:
         return self._process.pid
 
 
+KINDS = ("process", "ray", "inprocess")
+
+
 def channel_kind() -> str:
-    """``process`` (default) or ``inprocess`` from ``$DPKIT_SERVER``."""
+    """``process`` (default), ``ray`` or ``inprocess`` from ``$DPKIT_SERVER``."""
     kind = os.environ.get("DPKIT_SERVER", "process")
-    if kind not in ("process", "inprocess"):
-        raise ValueError(f"DPKIT_SERVER must be 'process' or 'inprocess', got {kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"DPKIT_SERVER must be one of {', '.join(KINDS)}, got {kind!r}")
     return kind

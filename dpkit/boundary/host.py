@@ -83,8 +83,11 @@ class ServerHost:
             self.bytes[name] += tensor_bytes(tensor)
             tensor = tensor.to(self.device)
         mask = request["mask"]
+        if tensor is None and name not in self.server.handlers:
+            raise ValueError(f"request {name!r} names no handler of "
+                             f"{type(self.server).__name__}")
         message = Message(name, request["phase"], int(request["batch"]), tensor,
-                          None if mask is None else mask.to(self.device), request["lengths"])
+                          None if mask is None else mask.to(self.device))
         return self.server.receive(message)
 
     def attack(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -50,12 +50,18 @@ def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
 
 
 def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:
-    """``connect(defense, ctx)``: start the server of ``defense`` for ``ctx`` (``kind`` ``process``
-    — a fresh process, the default — or ``inprocess``; None reads ``$DPKIT_SERVER``)."""
+    """``connect(defense, ctx)``: start the server of ``defense`` for ``ctx``: ``kind``
+    ``process`` (a fresh process, the default), ``ray`` (a fresh Ray actor) or ``inprocess``
+    (no isolation: measurements and tests); None reads ``$DPKIT_SERVER``."""
     def connect(defense: Any, ctx: Any) -> Any:
         init = init_payload(defense, ctx)
-        if (kind or channel_kind()) == "inprocess":
+        chosen = kind or channel_kind()
+        if chosen == "inprocess":
             return InProcessChannel(init, ctx.registry)
+        if chosen == "ray":
+            from dpkit.boundary.ray_channel import RayChannel
+
+            return RayChannel(init, num_gpus=1 if ctx.device.type == "cuda" else 0)
         return ProcessChannel(init, preload=sorted(set(init["plugins"].values())))
     return connect
 

@@ -68,11 +68,32 @@ class SeededStreams:
     device: torch.device
     seed: int
     progress: Callable[[str], None] | None
+    noise_secret: str | None = None
 
     def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
-        """A fresh generator for ``stream``, seeded from the cell seed (same stream, same draws)."""
+        """A fresh generator for ``stream``, seeded from the cell seed (same stream, same draws).
+
+        For training randomness and subsampling the server may know. The noise that protects a
+        release comes from :meth:`noise_generator`.
+        """
         gen = torch.Generator(device=device or self.device)
         gen.manual_seed(derive_seed(self.seed, stream))
+        return gen
+
+    def noise_generator(self, stream: str,
+                        device: torch.device | str | None = None) -> torch.Generator:
+        """A generator for the noise (and the sampling) that protects a release.
+
+        Seeded from the cell seed *and the run's noise secret*, which stays on the client: the
+        spec's seeds are public, so without the secret a server that knows dpkit could
+        regenerate the draws and subtract them. Same secret, seed and stream: same draws
+        (methods on one stream stay paired; a resumed run continues its draws). Without a
+        secret (tests) it is :meth:`generator`.
+        """
+        if not self.noise_secret:
+            return self.generator(stream, device)
+        gen = torch.Generator(device=device or self.device)
+        gen.manual_seed(derive_seed(self.seed, "release-noise", self.noise_secret, stream))
         return gen
 
     def numpy_seed(self, stream: str) -> int:
@@ -117,7 +138,8 @@ class RunContext(SeededStreams):
                  progress: Callable[[str], None] | None = None, privacy: Any = None,
                  wire: Wire | None = None, model_ref: dict[str, Any] | None = None,
                  dataset_ref: dict[str, Any] | None = None,
-                 connect: Callable[[Any, RunContext], Any] | None = None) -> None:
+                 connect: Callable[[Any, RunContext], Any] | None = None,
+                 noise_secret: str | None = None) -> None:
         wire = wire if wire is not None else Wire(ledger)
         if wire.ledger is not ledger:
             raise ValueError("RunContext.wire must be bound to RunContext.ledger")
@@ -129,6 +151,7 @@ class RunContext(SeededStreams):
         self.progress, self.privacy = progress, privacy
         self.model_ref, self.dataset_ref = model_ref, dataset_ref
         self._connect = connect
+        self.noise_secret = noise_secret
         self._bound: Any = None
         self.declared: set[int] = set()  # ids of the components whose releases are declared
         self._prepared: dict[int, tuple[Any, Any]] = {}
@@ -154,7 +177,8 @@ class RunContext(SeededStreams):
         declares releases and runs nothing)."""
         return RunContext(self.dataset, self.model, self.device, self.seed, ledger, self.registry,
                           self.cache_dir, self.work_dir, self.options, self.progress, self.privacy,
-                          model_ref=self.model_ref, dataset_ref=self.dataset_ref)
+                          model_ref=self.model_ref, dataset_ref=self.dataset_ref,
+                          noise_secret=self.noise_secret)
 
     def bind_server(self, defense: Any) -> None:
         """Let ``ctx.wire`` start ``defense``'s server on its first send (once per context)."""

@@ -30,8 +30,8 @@ class Message:
     """One send as the server receives it: a fresh tensor decoded from the bytes that crossed.
 
     ``mask`` marks the real rows (elements) when the release declares padding (the wire verified
-    it), ``lengths`` the group sizes sent with a ``"group"`` release, ``batch`` the client's batch
-    counter in ``phase``. ``tensor`` is None for a request.
+    it: padding closes each sequence, so ``mask`` gives lengths and nothing else), ``batch`` the
+    client's batch counter in ``phase``. ``tensor`` is None for a request.
     """
 
     name: str
@@ -39,7 +39,14 @@ class Message:
     batch: int
     tensor: torch.Tensor | None
     mask: torch.Tensor | None = None
-    lengths: list[int] | None = None
+
+    @property
+    def lengths(self) -> list[int]:
+        """Real rows (elements) per entry of the first dimension, from the verified padding."""
+        if self.mask is None:
+            raise ValueError(f"message {self.name!r}: its release declares no padding, so it has "
+                             "no lengths; declare Release(..., padding=...) and pad each sequence")
+        return [int(n) for n in self.mask.reshape(self.mask.shape[0], -1).sum(dim=1).tolist()]
 
     @property
     def rows(self) -> torch.Tensor:

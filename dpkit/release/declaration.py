@@ -7,18 +7,18 @@ the unit the release declares:
   rows, ``[batch, length, d]`` has batch·length rows, a 1-D tensor one row per element);
 - ``"element"``: elements of the tensor — e.g. token ids of a ``[documents, length]`` batch;
 - ``"send"``: one per send — a whole table, a model, one training step's gradient;
-- ``"group"``: the non-empty groups of the rows, given by the ``lengths=`` sent with them (which
-  must add up to the real rows) — e.g. the documents of a flat ``[tokens, d]`` tensor.
+- ``"group"``: the entries of the first dimension that hold at least one real row (element) —
+  e.g. the documents of a ``[documents, length, d]`` batch padded with the declared ``padding``.
 
 Every row (element) counts, except those the wire itself verifies to be the release's declared
 ``padding`` value, and padding must close each sequence (a suffix along the last row dimension),
-so where it falls says nothing but a length.
+so where it falls says nothing but a length. Nothing about a send is the caller's word: no mask,
+no lengths — the structure the server sees is the padding the wire verified.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -69,8 +69,7 @@ class Release:
         if self.reusable and self.unit != "row":
             raise AccountingError(f"release {self.name!r}: only row releases can be reusable "
                                   f"(re-sent rows are recognised by content), not unit={self.unit!r}")
-        if self.padding is not None and (self.unit not in ("row", "element")
-                                         or math.isnan(float(self.padding))):
+        if self.padding is not None and (self.unit == "send" or math.isnan(float(self.padding))):
             raise AccountingError(f"release {self.name!r}: padding is a (non-NaN) value of rows "
                                   f"or elements, not of unit={self.unit!r}")
 
@@ -105,7 +104,7 @@ class Release:
         if self.padding is None:
             return None
         pad = torch.as_tensor(self.padding, dtype=tensor.dtype)
-        if self.unit == "row" and tensor.ndim >= 2:
+        if (self.unit == "row" and tensor.ndim >= 2) or (self.unit == "group" and tensor.ndim >= 3):
             real = (tensor != pad).any(dim=-1)
         else:
             real = tensor != pad
@@ -115,28 +114,22 @@ class Release:
                 "one; padding must close each sequence, so where it falls says only a length")
         return real
 
-    def measure(self, tensor: torch.Tensor, lengths: Sequence[int] | None = None) -> int:
-        """The units of one send of ``tensor``, counted by this release's unit; ``lengths``, when
-        given, must group exactly its real rows (elements for an ``"element"`` release)."""
-        real = self.real(tensor)
-        if self.unit == "element":
-            rows = int(tensor.numel()) if real is None else int(real.sum())
-        else:
-            rows = _rows(tensor) if real is None else int(real.sum())
-        if lengths is not None:
-            sizes = [int(g) for g in lengths]
-            if any(g < 0 for g in sizes) or sum(sizes) != rows:
-                raise AccountingError(f"release {self.name!r}: lengths= add up to {sum(sizes)} "
-                                      f"but {rows} real rows were sent; give one length per group "
-                                      "of the rows actually sent")
+    def measure(self, tensor: torch.Tensor) -> int:
+        """The units of one send of ``tensor``, counted by this release's unit."""
         if self.unit == "send":
             return 1
-        if self.unit in ("row", "element"):
-            return rows
-        if lengths is None:
-            raise AccountingError(f"release {self.name!r} counts groups: send it with lengths= "
-                                  "(the length of each group, e.g. of each document)")
-        return sum(1 for g in lengths if int(g) > 0)
+        real = self.real(tensor)
+        if self.unit == "element":
+            return int(tensor.numel()) if real is None else int(real.sum())
+        if self.unit == "row":
+            return _rows(tensor) if real is None else int(real.sum())
+        if tensor.ndim < 2:
+            raise AccountingError(f"release {self.name!r} counts groups along the first "
+                                  f"dimension; send a [groups, ...] tensor, not shape "
+                                  f"{tuple(tensor.shape)}")
+        if real is None:
+            return int(tensor.shape[0]) if tensor.numel() else 0
+        return int(real.reshape(real.shape[0], -1).any(dim=1).sum())
 
 def _rows(tensor: torch.Tensor) -> int:
     """Rows of ``tensor``: the vectors along its last dimension (one per element of a 1-D one)."""

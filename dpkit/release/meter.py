@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -88,16 +88,14 @@ class Meter:
                 recorded.append(spend)
         return recorded
 
-    def admit(self, name: str, tensor: torch.Tensor | None,
-              lengths: Sequence[int] | None) -> torch.Tensor | None:
+    def admit(self, name: str, tensor: torch.Tensor | None) -> torch.Tensor | None:
         """Count one send of ``tensor`` under ``name`` and charge what no declaration covers,
-        before it crosses; returns the real-row mask (None: no padding declared)."""
+        before it crosses; returns the real-row mask (None: no padding declared). A request
+        (no tensor) carries only its name, which must be one the server handles."""
         if self.closed:
             raise AccountingError(f"the wire is closed; {name!r} was sent after the run ended")
         if tensor is None:
-            if lengths is not None:
-                raise AccountingError(f"wire.send({name!r}): lengths= describe a tensor's rows; "
-                                      "a request without a tensor carries none")
+            self.messages[name] += 1
             return None
         release = self._releases.get(name)
         if release is None:
@@ -105,7 +103,7 @@ class Meter:
                                                   "release")])
             release = self._releases[name]
         real = release.real(tensor)
-        measured = release.measure(tensor, lengths)
+        measured = release.measure(tensor)
         if release.reusable:
             rows = tensor.reshape(-1, tensor.shape[-1]) if tensor.ndim >= 2 else tensor.reshape(-1, 1)
             measured = self._new_rows(name, rows if real is None else rows[real.reshape(-1)])

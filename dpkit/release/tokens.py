@@ -1,14 +1,16 @@
 """The releases of a token or embedding mechanism run over documents: one rule for every notion.
 
 - η-dχ per token: one pass, ``count`` = released tokens; per sequence: ``count`` = documents
-  (a ``"group"`` release: the wire counts the documents from the per-document lengths sent).
+  (a ``"group"`` release: the wire counts the documents of the padded ``[documents, length,
+  ...]`` batch that hold a real token).
 - (ε, δ)-DP and (k, ε)-anonymity per token compose within a document, so the unit reported is
   one document and ``count`` is the longest document's released tokens (DP-Prompt's n·ε); a
   token in another document is another individual's data, not a further composition.
 - Words the mechanism passes through verbatim, and out-of-vocabulary words kept with
   ``oov: keep``, have no guarantee: each gets its ∞ entry naming how many words.
-- Document lengths travel as the ``lengths=`` of the main send: the wire checks they only group
-  the rows it counts (:data:`LENGTHS_NOTE`).
+- Documents are sent padded to one length with the release's ``padding`` value (0 for vectors,
+  −1 for ids), which the wire verifies closes each document: the lengths it reveals are public
+  under the relation (:data:`LENGTHS_NOTE`).
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ def is_sequence_level(mechanism: Any) -> bool:
     return bool(getattr(mechanism, "sequence_level", False))
 
 
-LENGTHS_NOTE = ("document lengths (sent as lengths= with the main release): dχ and per-document "
-                "(ε, δ) compare neighbouring documents of equal length, so lengths are public "
-                "under the main release")
+LENGTHS_NOTE = ("document lengths (the verified padding of the main release): dχ and "
+                "per-document (ε, δ) compare neighbouring documents of equal length, so lengths are "
+                "public under the main release")
+PADDING = {"embeddings": 0.0, "substituted_ids": -1}
+"""The padding value of each main release name: zero vectors, or id −1."""
 
 
 def _known_per_doc(docs: list[torch.Tensor]) -> list[int]:
@@ -61,16 +65,19 @@ def main_release(mechanism: Any, space: EmbeddingSpace | None, docs: list[torch.
     guarantee = mechanism.guarantee(space)
     per_doc = _known_per_doc(docs)
     n_known = sum(per_doc)
+    unit = "row" if name == "embeddings" else "element"
+    pad = PADDING.get(name)
     if isinstance(guarantee, (DpGuarantee, KAnonymityGuarantee)):
         longest = max(per_doc, default=0)
         return Release(name, guarantee, f"{mechanism.name} (per document: up to {longest} "
-                       "tokens composed)", count=longest, covers=n_known)
+                       "tokens composed)", count=longest, covers=n_known, unit=unit, padding=pad)
     if isinstance(guarantee, MetricDpGuarantee) and guarantee.unit == "sequence" \
             or is_sequence_level(mechanism):
         n_docs = sum(1 for n in per_doc if n)
         return Release(name, guarantee, f"{mechanism.name} (documents)", count=n_docs,
-                       unit="group")
-    return Release(name, guarantee, f"{mechanism.name} (tokens)", count=n_known)
+                       unit="group", padding=pad)
+    return Release(name, guarantee, f"{mechanism.name} (tokens)", count=n_known, unit=unit,
+                   padding=pad)
 
 
 def verbatim_count(mechanism: Any, space: EmbeddingSpace, docs: list[torch.Tensor]) -> int:

@@ -11,7 +11,7 @@ the attacks run there, on what it kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -80,27 +80,22 @@ class Wire:
         return self._meter.declare(releases)
 
     # -------------------------------------------------------------------- sending
-    def send(self, name: str, tensor: torch.Tensor | None = None, *,
-             lengths: Sequence[int] | torch.Tensor | None = None) -> Any:
+    def send(self, name: str, tensor: torch.Tensor | None = None) -> Any:
         """Send ``tensor`` up under release ``name``; returns the server's answer (or None).
 
         The wire copies the tensor, counts its units by the release's unit (rows the wire
-        verifies to be the declared padding excepted; ``lengths`` group the real rows of a
-        ``"group"`` release), records ε = ∞ for anything no declaration covers — before the
-        bytes cross — then delivers the copy as bytes. With no tensor it is a request: the
-        server's handler for ``name`` answers from what it already holds.
+        verifies to be the declared padding excepted), records ε = ∞ for anything no declaration
+        covers — before the bytes cross — then delivers the copy as bytes. With no tensor it is
+        a request: the server's handler for ``name`` answers from what it already holds.
         """
         sent = None if tensor is None else tensor.detach().to("cpu", copy=True)
-        if lengths is not None:
-            lengths = [int(n) for n in torch.as_tensor(lengths).reshape(-1).tolist()]
-        real = self._meter.admit(name, sent, lengths)
+        real = self._meter.admit(name, sent)
         if sent is not None:
             self._meter.meter(self.phase, UP, name, tensor_bytes(sent))
             if self.device is None:
                 self.device = tensor.device  # type: ignore[union-attr]
         message = {"op": "message", "name": name, "phase": self.phase,
-                   "batch": self._meter.batches[self.phase], "tensor": sent, "mask": real,
-                   "lengths": lengths}
+                   "batch": self._meter.batches[self.phase], "tensor": sent, "mask": real}
         answer = raise_if_error(decode(self.channel().request(encode(message))))
         self._meter.meter(self.phase, DOWN, name, _payload_bytes(answer))
         return _to_device(answer, tensor.device if tensor is not None else self.device)

@@ -52,7 +52,8 @@ class OpenCell:
 
 def cell_context(cell: Any, registry: Any, device: torch.device, ledger: Ledger,
                  progress: Callable[[str], None] | None = None,
-                 connect: Callable[[Any, RunContext], Any] | None = None) -> RunContext:
+                 connect: Callable[[Any, RunContext], Any] | None = None,
+                 noise_secret: str | None = None) -> RunContext:
     """The :class:`RunContext` of ``cell``: its data and model (cached per process) on ``device``;
     ``connect`` starts the defense's server on the first send (none: the cell cannot send)."""
     from dpkit.spec import PrivacySettings
@@ -65,13 +66,14 @@ def cell_context(cell: Any, registry: Any, device: torch.device, ledger: Ledger,
                       options={"cell": cell.key}, progress=progress,
                       privacy=PrivacySettings.model_validate(cell.privacy),
                       model_ref=dict(cell.model) if cell.model else None,
-                      dataset_ref=dict(cell.data), connect=connect)
+                      dataset_ref=dict(cell.data), connect=connect, noise_secret=noise_secret)
 
 
 def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool = False,
               progress: Callable[[str], None] | None = None,
               ledger: Ledger | None = None,
-              connect: Callable[[Any, RunContext], Any] | None = None) -> OpenCell:
+              connect: Callable[[Any, RunContext], Any] | None = None,
+              noise_secret: str | None = None) -> OpenCell:
     """Build ``cell``'s defense, ledger and context, and declare the defense's releases.
 
     With ``planning``, a defense that states its spends from its params alone
@@ -91,6 +93,7 @@ def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool 
             for guarantee, label, count in defense.planned_spends(privacy):
                 ledger.spend(guarantee, label, count)
         return OpenCell(defense, None, ledger)
-    ctx = cell_context(cell, registry, device, ledger, progress, None if planning else connect)
+    ctx = cell_context(cell, registry, device, ledger, progress, None if planning else connect,
+                       noise_secret)
     declare_releases(defense, ctx)
     return OpenCell(defense, ctx, ledger)

@@ -28,11 +28,13 @@ def seed_everything(seed: int) -> None:
 
 
 def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None,
-                 ledger=None) -> dict:
+                 ledger=None, noise_secret: str | None = None, server: str | None = None) -> dict:
     """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing).
 
     ``ledger`` (default: a fresh one from the cell's privacy settings) lets the caller keep what
-    was charged even when the cell fails part-way.
+    was charged even when the cell fails part-way; ``noise_secret`` (the run's, see
+    :func:`dpkit.runner.secret.noise_secret`) seeds the release noise the server cannot guess;
+    ``server`` is where the defense's server runs (:func:`dpkit.boundary.session.connector`).
     """
     from dpkit.contract.plugins import get_registry
 
@@ -41,7 +43,7 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
     device = resolve_device(cell.device)
     seed_everything(derive_seed(cell.seed, "global", cell.key))
     opened = open_cell(cell, registry, device, progress=progress, ledger=ledger,
-                       connect=connector())
+                       connect=connector(server), noise_secret=noise_secret)
     ctx, ledger = opened.ctx, opened.ledger
     assert ctx is not None  # only a plan leaves the context unbuilt
     wire = ctx.wire  # the runner's own wire: what the plug-in does to ctx cannot change it

@@ -17,6 +17,7 @@ class LocalExecutor:
     def __init__(self, policy: RetryPolicy | None = None, registry=None):
         self.policy = policy or RetryPolicy()
         self.registry = registry
+        self.noise_secret: str | None = None  # the run's (set by run_spec)
 
     def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
             should_stop: Callable[[], bool], progress: Progress | None = None) -> None:
@@ -27,7 +28,8 @@ class LocalExecutor:
             failed = 0
             while True:
                 try:
-                    row = execute_cell(cell, registry=self.registry, progress=progress)
+                    row = execute_cell(cell, registry=self.registry, progress=progress,
+                                       noise_secret=self.noise_secret)
                 except Exception as exc:
                     failed += 1
                     if self.policy.should_retry(exc, failed):

@@ -29,11 +29,12 @@ def _import_ray():
     return ray
 
 
-def _run_cell(raw: dict) -> dict:
-    """Worker side: rebuild the cell and run it with the worker's own plug-in registry."""
+def _run_cell(raw: dict, noise_secret: str | None) -> dict:
+    """Worker side: rebuild the cell and run it with the worker's own plug-in registry; the
+    cell's server is a Ray actor of its own."""
     from dpkit.runner.execute import execute_cell
 
-    return execute_cell(Cell.from_dict(raw))
+    return execute_cell(Cell.from_dict(raw), noise_secret=noise_secret, server="ray")
 
 
 class RayExecutor:
@@ -45,6 +46,7 @@ class RayExecutor:
                  num_cpus: int | None = None):
         self.ray = _import_ray()
         self.policy = policy or RetryPolicy()
+        self.noise_secret: str | None = None  # the run's (set by run_spec)
         self.address, self.num_cpus = address, num_cpus
 
     def _init(self) -> None:
@@ -71,7 +73,8 @@ class RayExecutor:
         def submit(cell: Cell) -> None:
             res = cell.resources or {}
             ref = remote.options(num_cpus=res.get("cpus", 1), num_gpus=res.get("gpus", 0),
-                                 max_retries=max(self.policy.retries, 1)).remote(cell.to_dict())
+                                 max_retries=max(self.policy.retries, 1)).remote(
+                                     cell.to_dict(), self.noise_secret)
             running[ref] = cell
 
         window = max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -99,6 +99,7 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
 def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fresh: bool,
                 show_progress: bool, registry=None) -> RunOutcome:
     from dpkit.runner.budget import reserve_run
+    from dpkit.runner.secret import noise_secret
     from dpkit.report import write_outputs
 
     store = ResultStore(out)
@@ -106,6 +107,7 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         store.clear()
     pending = [c for c in cells if not store.done(c.key)]
     budget = reserve_run(spec, pending, out, registry)  # the budget store; refuses before any cell
+    runner.noise_secret = noise_secret(out, renew=fresh)  # type: ignore[attr-defined]
     outcome = RunOutcome(out, [], skipped=len(cells) - len(pending))
     bar = tqdm(total=len(cells), initial=outcome.skipped, unit="cell", desc=spec.name,
                disable=not show_progress, dynamic_ncols=True)

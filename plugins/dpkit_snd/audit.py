@@ -38,7 +38,7 @@ class SndCanaryAudit(SplitCanaryAudit):
             Release("mask", None, "attention masks: token counts", covered_by=d.upload)])
         x, mask = client.embed(ids.unsqueeze(1)), torch.ones(len(ids), 1, device=ids.device)
         private = privatize_tokens(mech, x, mask, space=client.space,
-                                   generator=ctx.generator(UPLOAD_NOISE))
+                                   generator=ctx.noise_generator(UPLOAD_NOISE))
         upload = getattr(d, "upload_function", None)
         if upload is not None:
             sent = upload(ctx, client, mech, private)

@@ -94,7 +94,7 @@ class _NoisyDefense(_SplitDefense):
         client, train, test = self._setup(ctx)
         mech = self._mechanism(ctx, client, self.params.eta)
         extra, post, curves = self._prepare(ctx, client)
-        gen = ctx.generator(UPLOAD_NOISE)
+        gen = ctx.noise_generator(UPLOAD_NOISE)
 
         @torch.no_grad()
         def method(ids, mask, x, upload):
@@ -166,7 +166,7 @@ class SnDText2Text(_SplitDefense):
         declare_releases(self, ctx)
         client, train, test = self._setup(ctx)
         mech = self._mechanism(ctx, client, self.params.eta)
-        gen = ctx.generator(UPLOAD_NOISE)
+        gen = ctx.noise_generator(UPLOAD_NOISE)
 
         @torch.no_grad()
         def method(ids, mask, x, upload):

@@ -50,6 +50,18 @@ class PrivatizeTextParams(Params):
     classifier_train_docs: int = Field(default=5000, ge=2)
 
 
+def padded(rows: torch.Tensor, lengths: list[int], value: float) -> torch.Tensor:
+    """Consecutive ``rows`` grouped per document into ``[documents, longest, ...]``, each document
+    closed by ``value`` (the release's declared padding)."""
+    out = torch.full((len(lengths), max(lengths, default=0), *rows.shape[1:]), value,
+                     dtype=rows.dtype, device=rows.device)
+    start = 0
+    for i, n in enumerate(lengths):
+        out[i, :n] = rows[start:start + n]
+        start += n
+    return out
+
+
 def space_of(model: Any) -> EmbeddingSpace:
     """The EmbeddingSpace of ``ctx.model``: itself, or ``model.as_space()``."""
     if isinstance(model, EmbeddingSpace):
@@ -112,9 +124,9 @@ class PrivatizeText(Component):
         substituted, noisy = self._privatize(ctx, mechanism, space, docs, truth)
         per_doc = [int((d >= 0).sum()) for d in docs]  # out-of-vocabulary words do not cross
         if noisy is not None:
-            ctx.wire.send("embeddings", noisy[known], lengths=per_doc)
+            ctx.wire.send("embeddings", padded(noisy[known], per_doc, 0.0))
         else:
-            ctx.wire.send("substituted_ids", substituted[known], lengths=per_doc)
+            ctx.wire.send("substituted_ids", padded(substituted[known], per_doc, -1))
         metrics = {"n_docs": float(len(docs)), "n_tokens": float(int(known.sum())),
                    "token_preservation": float((substituted[known] == truth[known]).float().mean())}
         out_docs = list(torch.split(substituted.cpu(), lengths))
@@ -148,7 +160,7 @@ class PrivatizeText(Component):
         perturbs token i of document j with the same standardized draw (common random numbers);
         the others draw from a stream of their own name."""
         shared = getattr(mechanism, "noise_stream", None)
-        gen = ctx.generator(f"privatize_text/{shared or mechanism.name}")
+        gen = ctx.noise_generator(f"privatize_text/{shared or mechanism.name}")
         known = truth >= 0
         per_document = is_sequence_level(mechanism) or shared is not None
         if mechanism.domain == "token":

@@ -35,7 +35,7 @@ class TextServer(dpkit.Server):
     def embeddings(self, message: dpkit.Message) -> None:
         """Noisy vectors: keep them, their nearest words and each document's mean vector."""
         space = self._space()
-        noisy, lengths = message.rows.float(), message.lengths or [len(message.rows)]
+        noisy, lengths = message.rows.float(), message.lengths
         ids = VocabIndex(space.vectors, self.params.decode_metric).search(
             noisy.to(space.vectors.device), 1)[1][:, 0] if len(noisy) else \
             torch.zeros(0, dtype=torch.long)
@@ -47,7 +47,7 @@ class TextServer(dpkit.Server):
     def substituted(self, message: dpkit.Message) -> None:
         """Substituted words: keep them and each document's mean word vector."""
         space = self._space()
-        ids, lengths = message.rows.long(), message.lengths or [len(message.rows)]
+        ids, lengths = message.rows.long(), message.lengths
         self.observe("substituted_ids", ids)
         docs = list(torch.split(ids, lengths))
         self.observe("representations", torch.as_tensor(
