@@ -57,6 +57,11 @@ class Wire:
         plug-in assigns)."""
         return self._meter.ledger
 
+    @ledger.setter
+    def ledger(self, value: Ledger) -> None:
+        raise AttributeError("a wire's ledger belongs to the runner and cannot be replaced; the "
+                             "runner settles the ledger it bound")
+
     @property
     def releases(self) -> Mapping[str, Release]:
         """Declared releases by name."""

@@ -36,3 +36,37 @@ def attack_metrics(ctx: Any, result: Any, name: str, params: dict | None = None,
         return {}
     attack = ctx.registry.build("attack", name, params or {})
     return {k: float(v) for k, v in attack.score(out["guesses"], dict(result.truth)).items()}
+
+
+class RecordingChannel:
+    """A stand-in server for unit tests of a wire: decodes each message it gets, notes whether
+    the ledger was already ∞ at that moment, and answers ``answer`` (e.g.
+    ``Wire(ledger, connect=lambda: channel)``)."""
+
+    def __init__(self, ledger: Any, answer: Any = None):
+        self.ledger, self.answer = ledger, answer
+        self.got: list[Any] = []
+        self.infinite_then: list[bool] = []
+
+    def request(self, data: bytes) -> bytes:
+        """Decode and keep ``data``; answer with :attr:`answer`."""
+        from dpkit.release.codec import decode, encode
+
+        self.got.append(decode(data))
+        self.infinite_then.append(bool(self.ledger.no_guarantee_reasons))
+        return encode(self.answer)
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+def recording_wire(*releases: Any, ledger: Any = None, answer: Any = None) -> tuple[Any, Any]:
+    """A wire over a :class:`RecordingChannel`, with ``releases`` declared: ``(wire, channel)``."""
+    from dpkit.accounting import Ledger
+    from dpkit.release.wire import Wire
+
+    ledger = ledger if ledger is not None else Ledger()
+    channel = RecordingChannel(ledger, answer)
+    wire = Wire(ledger, connect=lambda: channel)
+    wire.declare(releases)
+    return wire, channel

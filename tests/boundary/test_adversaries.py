@@ -1,0 +1,101 @@
+"""Ways to put the raw token embeddings where the attacks look, tried against the whole runner.
+
+Each ``leak_*`` defense of :mod:`dpkit.testing.adversaries` sends its honest, noisy rows (a finite
+ledger entry) and then tries one way around the boundary; the ``leak_probe`` attack, run where
+the server is, searches the server's view, its knowledge and every tensor in the server process
+for the private sequence of raw vectors. Property: every attempt fails with a clear error, or
+ends with ε = ∞ on the ledger, or the probe finds nothing. The control at the end runs the honest
+defense with the server in the client's process (no boundary): there the probe finds the raw rows,
+so a zero elsewhere is the boundary's doing, not a blind probe.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import dpkit.contract.plugins
+from dpkit.runner import run_spec
+from dpkit.spec import load_spec
+
+LEAKS = ["leak_alias", "leak_count_zero", "leak_padding", "leak_companion", "leak_rows_mask",
+         "leak_reply", "leak_truth", "leak_global", "leak_swap_wire", "leak_own_wire",
+         "leak_raw_pipe", "leak_public_model", "leak_private_data", "leak_name"]
+EXPECTED_ERROR = {"leak_rows_mask": "rows", "leak_reply": "reply", "leak_swap_wire": "runner",
+                  "leak_private_data": "shares", "leak_name": "no handler"}
+EXPECTED_INFINITE = {"leak_count_zero", "leak_padding", "leak_companion", "leak_own_wire",
+                     "leak_raw_pipe"}
+
+
+@pytest.fixture
+def leak_plugins(monkeypatch):
+    """The toy plug-in and the adversaries, nothing else."""
+    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS",
+                       "toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries")
+    monkeypatch.setenv("DPKIT_BUDGET_STORE", "off")
+    dpkit.contract.plugins.reset()
+    yield
+    dpkit.contract.plugins.reset()
+
+
+def _run(tmp_path, name: str, methods: list[str], params: str = "{}") -> dict[str, dict]:
+    """Run one spec of ``methods`` on the toy data (the first with ``params``); rows (or
+    failures) by method."""
+    first, *rest = methods
+    baselines = "".join(f"\n  - {{name: {m}}}" for m in rest)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"""name: {name}
+data: {{name: toy_text}}
+model: {{name: toy_space}}
+defense: {{name: {first}, params: {params}}}
+baselines:{baselines or " []"}
+attacks: [{{name: leak_probe}}]
+seeds: [0]
+device: cpu
+output: {tmp_path / name}
+""")
+    outcome = run_spec(load_spec(path), show_progress=False)
+    out = {row["method"]: row for row in outcome.rows}
+    for cell, error in outcome.failures:
+        out[cell.method] = {"error": error}
+    return out
+
+
+def test_every_way_around_the_boundary_is_refused_or_charged(tmp_path, leak_plugins):
+    rows = _run(tmp_path, "leaks", ["toy_noise", *LEAKS])
+    honest = rows["toy_noise"]
+    assert math.isfinite(honest["privacy"]["epsilon"]) and honest["metrics"]["raw_found"] == 0.0
+    for leak in LEAKS:
+        row = rows[leak]
+        if leak in EXPECTED_ERROR:
+            assert "error" in row and EXPECTED_ERROR[leak] in row["error"], (leak, row)
+            continue
+        assert "error" not in row, (leak, row)
+        infinite = row["privacy"]["epsilon"] == math.inf
+        assert infinite == (leak in EXPECTED_INFINITE), (leak, row["ledger"])
+        if not infinite:
+            assert row["metrics"]["raw_found"] == 0.0, (leak, row["metrics"])
+
+
+def test_a_server_cannot_pass_what_it_saw_to_a_later_cell(tmp_path, leak_plugins):
+    first = _run(tmp_path, "stash1", ["leak_server_stash"], "{sleep: 0.001}")
+    clean = first["leak_server_stash"]
+    assert clean["privacy"]["epsilon"] == math.inf and clean["metrics"]["raw_found"] == 1.0
+    later = _run(tmp_path, "stash2", ["toy_noise"])["toy_noise"]
+    assert later["metrics"]["raw_found"] == 0.0
+
+
+def test_control_without_the_boundary_the_probe_finds_the_raw_rows(tmp_path, leak_plugins,
+                                                                    monkeypatch):
+    monkeypatch.setenv("DPKIT_SERVER", "inprocess")
+    row = _run(tmp_path, "control", ["leak_truth"])["leak_truth"]  # the raw rows live on here
+    assert math.isfinite(row["privacy"]["epsilon"]) and row["metrics"]["raw_found"] == 1.0
+
+
+def test_the_ledger_names_what_crossed_outside_the_wire(tmp_path, leak_plugins):
+    rows = _run(tmp_path, "outside", ["leak_raw_pipe"])
+    reasons = json.dumps(rows["leak_raw_pipe"]["ledger"])
+    assert "outside ctx.wire" in reasons
