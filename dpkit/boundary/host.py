@@ -4,11 +4,13 @@ The host is built from an ``init`` payload holding only public things — the de
 params (from the spec), the spec's model reference, the approved public datasets, the seed, the
 plug-in modules to load — and answers encoded requests: ``message`` (hand it to the server's
 handler), ``attack`` (run an attack on what the server kept and return its guesses), ``tally``
-(what arrived, for the runner's cross-check against its meter) and ``close``.
+(what arrived — messages, bytes and a digest per release — for the runner's cross-check against
+its meter and for tests).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import traceback
 from collections import defaultdict
@@ -57,6 +59,7 @@ class ServerHost:
         self.server = server_class(entry.cls)(params, self.public)
         self.messages: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)
+        self.digests: dict[str, Any] = {}
 
     def handle(self, data: bytes) -> bytes:
         """Answer one encoded request; a failure comes back as an encoded error."""
@@ -68,7 +71,8 @@ class ServerHost:
             if op == "attack":
                 return encode(self.attack(request))
             if op == "tally":
-                return encode({"messages": dict(self.messages), "bytes": dict(self.bytes)})
+                return encode({"messages": dict(self.messages), "bytes": dict(self.bytes),
+                               "digests": {k: d.hexdigest() for k, d in self.digests.items()}})
             raise ValueError(f"unknown request {op!r}")
         except Exception as exc:  # the client re-raises it with the server's traceback
             return encode({"__error__": type(exc).__name__, "message": str(exc),
@@ -81,6 +85,9 @@ class ServerHost:
         self.messages[name] += 1
         if tensor is not None:
             self.bytes[name] += tensor_bytes(tensor)
+            self.digests.setdefault(name, hashlib.blake2b(digest_size=16)).update(
+                tensor.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                if tensor.numel() else b"")
             tensor = tensor.to(self.device)
         mask = request["mask"]
         if tensor is None and name not in self.server.handlers:

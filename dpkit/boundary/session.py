@@ -57,6 +57,9 @@ def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:
         init = init_payload(defense, ctx)
         chosen = kind or channel_kind()
         if chosen == "inprocess":
+            entries = ctx.registry.entries["defense"]
+            if defense.name not in entries:  # a test's own class: known to this process only
+                ctx.registry.add("defense", type(defense), "tests")
             return InProcessChannel(init, ctx.registry)
         if chosen == "ray":
             from dpkit.boundary.ray_channel import RayChannel
@@ -72,21 +75,27 @@ def remote_attack(channel: Any, name: str, params: dict, seed: int) -> dict[str,
     return raise_if_error(decode(channel.request(encode(request))))
 
 
+def tally(channel: Any) -> dict[str, Any]:
+    """What the server says arrived: messages, bytes and a digest of the tensors, per release."""
+    return raise_if_error(decode(channel.request(encode({"op": "tally"}))))
+
+
 def cross_check(channel: Any, wire: Any) -> list[str]:
     """Names whose messages or bytes the server received differ from what the meter counted
     (something reached the server outside the runner's wire), each recorded as ε = ∞."""
-    tally = raise_if_error(decode(channel.request(encode({"op": "tally"}))))
+    arrived = tally(channel)
     meter = wire._meter
-    counted = {name: meter.messages.get(name, 0) for name in set(meter.messages) | set(tally["messages"])}
+    counted = {name: meter.messages.get(name, 0)
+               for name in set(meter.messages) | set(arrived["messages"])}
     up = {name: sum(n for (_, d, k), n in meter.totals.items() if d == UP and k == name)
           for name in counted}
     odd = sorted(name for name in counted
-                 if tally["messages"].get(name, 0) != counted[name]
-                 or tally["bytes"].get(name, 0) != up[name])
+                 if arrived["messages"].get(name, 0) != counted[name]
+                 or arrived["bytes"].get(name, 0) != up[name])
     for name in odd:
         wire.ledger.spend(NoGuarantee(
-            f"{name}: the server received {tally['messages'].get(name, 0)} message(s), "
-            f"{tally['bytes'].get(name, 0)} bytes, but the runner's wire metered {counted[name]} "
+            f"{name}: the server received {arrived['messages'].get(name, 0)} message(s), "
+            f"{arrived['bytes'].get(name, 0)} bytes, but the runner's wire metered {counted[name]} "
             f"message(s), {up[name]} bytes: something crossed outside ctx.wire"),
             f"{name} (outside the wire)")
     return odd

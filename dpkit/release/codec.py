@@ -36,10 +36,14 @@ def encode(payload: Any) -> bytes:
 
 def decode(data: bytes) -> Any:
     """The payload :func:`encode` wrote, with fresh tensors (CPU) and numpy arrays."""
-    tensors = _load(data) if len(data) else {}
-    header_len = int.from_bytes(data[:8], "little")
-    meta = json.loads(data[8:8 + header_len]).get("__metadata__", {})
-    return _unflatten(json.loads(meta["tree"]), tensors)
+    try:
+        tensors = _load(data)
+        header_len = int.from_bytes(data[:8], "little")
+        tree = json.loads(json.loads(data[8:8 + header_len])["__metadata__"]["tree"])
+    except Exception as exc:  # safetensors' own error type is private
+        raise CodecError(f"these {len(data)} bytes are not a dpkit message "
+                         f"({type(exc).__name__}: {exc})") from None
+    return _unflatten(tree, tensors)
 
 
 def raise_if_error(answer: Any) -> Any:

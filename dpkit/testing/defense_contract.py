@@ -37,7 +37,7 @@ class DefenseContract(ParamsContract):
         from dpkit.audit import make_test_space
         return tiny_context(make_test_space(), None)
 
-    def _run(self) -> tuple[Any, Any]:
+    def _run(self, noise_secret: str | None = None) -> tuple[Any, Any]:
         """(result, ctx) of one run through the runner's own path (declare, run, settle)."""
         import random
 
@@ -47,6 +47,7 @@ class DefenseContract(ParamsContract):
         from dpkit.contract.releases import run_defense
 
         ctx = self.make_context()
+        ctx.noise_secret = noise_secret
         seed = derive_seed(ctx.seed, "global")  # the runner seeds the global generators too
         random.seed(seed)
         np.random.seed(seed % 2**32)
@@ -72,6 +73,34 @@ class DefenseContract(ParamsContract):
         for name in ctx.wire.units:
             assert name in ctx.wire.spends or ctx.wire.releases[name].count == 0, \
                 f"upload {name!r} has no ledger entry"
+
+    def test_release_noise_comes_from_the_run_secret(self):
+        """Two runs that differ only in the run's noise secret send different bytes: the noise
+        of a release is drawn from ``ctx.noise_generator``, which a server that knows the spec's
+        public seeds cannot regenerate. (Skipped for a defense with no finite release.)"""
+        import pytest
+
+        from dpkit.boundary.session import tally
+
+        digests = []
+        for secret in ("first-secret", "second-secret"):
+            result, ctx = self._run(noise_secret=secret)
+            if not self.spends_privacy or not ctx.wire.spends or self._unbounded(ctx.ledger):
+                pytest.skip("no finite release to protect")
+            digests.append(tally(ctx.wire.channel())["digests"])
+        same = sorted(k for k in digests[0] if digests[0][k] == digests[1].get(k))
+        noisy = [k for k in same if k in self._finite_releases(ctx)]
+        assert not noisy, (f"releases {noisy} sent the same bytes under two noise secrets: their "
+                           "noise is not drawn from ctx.noise_generator(...)")
+
+    @staticmethod
+    def _unbounded(ledger: Any) -> bool:
+        summary = ledger.summary()
+        return any(v == math.inf for v in summary.values() if isinstance(v, float))
+
+    @staticmethod
+    def _finite_releases(ctx: Any) -> set[str]:
+        return {name for name, release in ctx.wire.releases.items() if not release.is_uncovered}
 
     def test_plan_equals_run(self):
         """``dpkit budget spec`` plans exactly the entries a run records (labels, counts, ∞), and

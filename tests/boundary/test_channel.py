@@ -36,8 +36,9 @@ def test_a_process_server_keeps_what_arrives_and_tallies_it(toy_registry):
         rows = torch.randn(4, 8)
         _ask(channel, {"op": "message", "name": "embeddings", "phase": "test", "batch": 0,
                        "tensor": rows, "mask": None})
-        assert _ask(channel, {"op": "tally"}) == {"messages": {"embeddings": 1},
-                                                  "bytes": {"embeddings": 128}}
+        tally = _ask(channel, {"op": "tally"})
+        assert tally["messages"] == {"embeddings": 1} and tally["bytes"] == {"embeddings": 128}
+        assert len(tally["digests"]["embeddings"]) == 32
         out = _ask(channel, {"op": "attack", "name": "toy_attack", "params": {}, "seed": 1})
         assert out["guesses"].shape == (4,)
         assert channel.pid is not None and channel.pid != __import__("os").getpid()

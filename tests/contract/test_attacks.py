@@ -1,19 +1,14 @@
-"""Attacks see only what crossed (issue 30, case 6): no truth, no dataset, no ledger; a knowledge
-entry that is private data is recorded as ε = ∞."""
+"""Attacks see only what the server kept: no truth, no dataset, no ledger (the end-to-end cases,
+with the attack in the server's process, are in tests/boundary/)."""
 
 from __future__ import annotations
-
-import math
-from types import SimpleNamespace
 
 import torch
 
 from dpkit.accounting import Ledger
-from dpkit.contract.attacks import attack_view, private_knowledge, run_attack
+from dpkit.contract.attacks import attack_view, run_attack
 from dpkit.contract.context import AttackContext, RunContext
 from dpkit.contract.plugins import get_registry
-from dpkit.contract.protocols import DefenseResult
-from dpkit.contract.releases import settle
 from dpkit.release.view import ServerView
 
 
@@ -45,18 +40,3 @@ def test_run_gets_no_truth_and_no_run_context():
     assert isinstance(seen_ctx, AttackContext) and seen_ctx.seed == 3
     assert not any(hasattr(seen_ctx, name) for name in ("dataset", "ledger", "model", "registry"))
     assert attack_view(view, ("clean",)).observed.keys() == {"clean"}
-
-
-def test_private_data_as_knowledge_is_infinite():
-    split = SimpleNamespace(texts=["a secret"], labels=[1])
-    dataset = SimpleNamespace(splits={"test": split})
-    ctx = _ctx(dataset)
-    view = ServerView(knowledge={"space": "public table", "texts": split.texts, "ctx": ctx},
-                      truth={"ids": torch.arange(2)})
-    assert private_knowledge(view, ctx) == ["ctx", "texts"]
-    settle(DefenseResult({}, view), ctx)
-    assert ctx.ledger.epsilon() == math.inf
-    assert any("knowledge 'texts'" in r for r in ctx.ledger.no_guarantee_reasons)
-    clean = _ctx(dataset)
-    settle(DefenseResult({}, ServerView(knowledge={"space": "public table"})), clean)
-    assert clean.ledger.epsilon() == 0.0

@@ -37,7 +37,7 @@ def test_decoding_runs_no_code():
             return (print, ("pwned",))
 
     data = pickle.dumps(Boom())
-    with pytest.raises(Exception):
+    with pytest.raises(CodecError, match="not a dpkit message"):
         decode(data)
 
 

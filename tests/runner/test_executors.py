@@ -31,7 +31,7 @@ def fake_cell(key: str) -> Cell:
 def test_local_executor_follows_the_policy(monkeypatch, error, calls):
     seen = []
 
-    def execute_cell(cell, registry=None, progress=None):
+    def execute_cell(cell, registry=None, progress=None, **_):
         seen.append(cell.key)
         raise error
 
@@ -67,7 +67,7 @@ class FakeRay:
             def options(self, **_):
                 return self
 
-            def remote(self, raw):
+            def remote(self, raw, *_):
                 ray.calls += 1
                 return ("ref", ray.calls)
 

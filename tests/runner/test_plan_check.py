@@ -4,8 +4,8 @@ import dp_accounting
 
 from dpkit.accounting import DpGuarantee, Ledger, NoGuarantee
 from dpkit.release.declaration import Release
-from dpkit.release.wire import Wire
 from dpkit.runner.plan_check import EQUAL, NOT_PLANNED, check_plan
+from dpkit.testing.boundary import recording_wire
 
 GAUSSIAN = DpGuarantee(dp_accounting.GaussianDpEvent(2.0))
 PRIVACY = type("Privacy", (), {"delta": 1e-5, "accountant": "rdp"})
@@ -36,15 +36,14 @@ def test_a_planning_component_is_checked_against_its_planned_spends():
 def test_a_declaring_component_is_checked_against_what_it_declared_before_running():
     import torch
 
-    ledger = Ledger()
-    wire = Wire(ledger)
-    wire.declare(Declares().releases(None))
+    wire, _ = recording_wire(*Declares().releases(None))
+    ledger = wire.ledger
     declared = len(ledger.spends)
     wire.send("rows", torch.zeros(3, 2))
     wire.close()
     assert check_plan(Declares(), PRIVACY, ledger, declared) == EQUAL
-    again = Wire(ledger := Ledger())
-    again.declare(Declares().releases(None))
+    again, _ = recording_wire(*Declares().releases(None))
+    ledger = again.ledger
     again.send("rows", torch.zeros(5, 2))  # two rows beyond the declaration
     again.close()
     check = check_plan(Declares(), PRIVACY, ledger, declared)

@@ -162,18 +162,18 @@ class NoisyMeanDefense:
 
     def noisy_mean(self, ctx):
         return ctx.model.vectors.mean(0) + self.params.sigma * torch.randn(
-            ctx.model.dim, generator=ctx.generator("noise"))
+            ctx.model.dim, generator=ctx.noise_generator("noise"))
 
     def run(self, ctx):
-        """Send the noisy mean; the view is what crossed."""
+        """Send the noisy mean (the passive server keeps it)."""
         from dpkit import DefenseResult
         from dpkit.contract.releases import declare_releases
 
         declare_releases(self, ctx)
         noisy = self.noisy_mean(ctx)
         if self.requires_spend:
-            ctx.wire.send("mean", noisy, observe="mean")
-        return DefenseResult({"norm": float(noisy.norm())}, ctx.wire.view())
+            ctx.wire.send("mean", noisy)
+        return DefenseResult({"norm": float(noisy.norm())})
 
 
 class SilentDefense(NoisyMeanDefense):
@@ -182,13 +182,12 @@ class SilentDefense(NoisyMeanDefense):
     requires_spend = False
 
 
-class LeakyViewDefense(NoisyMeanDefense):
-    """Puts the clean mean in the server view without sending it."""
+class PublicSeedDefense(NoisyMeanDefense):
+    """Draws its release noise from the seed alone, which the server could regenerate."""
 
-    def run(self, ctx):
-        result = super().run(ctx)
-        result.view.observed["clean_mean"] = ctx.model.vectors.mean(0)
-        return result
+    def noisy_mean(self, ctx):
+        return ctx.model.vectors.mean(0) + self.params.sigma * torch.randn(
+            ctx.model.dim, generator=ctx.generator("noise"))
 
 
 class UndeclaredUploadDefense(NoisyMeanDefense):
@@ -230,14 +229,14 @@ def test_defense_contract_catches_a_missing_spend():
         _contract(SilentDefense).test_run_reports_metrics_and_spends()
 
 
-def test_defense_contract_catches_a_view_entry_that_never_crossed_the_wire():
-    with pytest.raises(AssertionError, match="clean_mean"):
-        _contract(LeakyViewDefense).test_view_is_what_crossed_the_wire()
+def test_defense_contract_catches_noise_the_server_could_regenerate():
+    with pytest.raises(AssertionError, match="ctx.noise_generator"):
+        _contract(PublicSeedDefense).test_release_noise_comes_from_the_run_secret()
 
 
 def test_defense_contract_catches_an_undeclared_upload():
     with pytest.raises(AssertionError, match="labels"):
-        _contract(UndeclaredUploadDefense).test_view_is_what_crossed_the_wire()
+        _contract(UndeclaredUploadDefense).test_every_upload_is_declared()
 
 
 def test_defense_contract_catches_a_plan_that_differs_from_the_run():

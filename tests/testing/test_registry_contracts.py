@@ -24,7 +24,8 @@ HIDDENECHO_TINY = {"eta": 100.0, "epochs": 1, "batch_size": 8, "train_examples":
                    "ig_steps": 2, "ig_samples": 4}
 SND_TINY = {"eta": 100.0, "train_examples": 24, "test_examples": 12, "classifier_epochs": 2,
             "mi_tokens": 64, "view_tokens": 128}
-SND_DENOISER = {"denoiser": {"public": {"name": "generated_text"}, "public_examples": 16,
+SND_DENOISER = {"denoiser": {"public": {"name": "generated_text", "params": {"seed": 11}},
+                             "public_examples": 16,
                              "epochs": 1, "n_layers": 1}}
 
 # params each component needs (or that keep it tiny); everything else runs with its defaults
@@ -114,12 +115,17 @@ def tiny_context(name: str):
     from dpkit.models import tiny_causal, tiny_encoder
     from dpkit.testing.textdata import generated_dataset
 
+    from dpkit.boundary.session import connector
     from dpkit.runner.execute import seed_everything
+    from dpkit.testing.params_contract import register_test_model
 
     model = tiny_causal() if name in CAUSAL else tiny_encoder()
     seed_everything(0)  # as the runner does before every cell
+    registry = _registry()
     return RunContext(dataset=generated_dataset(), model=model, device=torch.device("cpu"),
-                      seed=0, ledger=Ledger(), registry=_registry())
+                      seed=0, ledger=Ledger(), registry=registry,
+                      model_ref=register_test_model(registry, model),
+                      connect=connector("inprocess"))
 
 
 @pytest.fixture(autouse=True, scope="module")

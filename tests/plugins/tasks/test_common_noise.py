@@ -5,8 +5,9 @@ import dpkit_stencil.mechanisms as stencil
 import pytest
 import torch
 
-from dpkit.accounting import Ledger
-from dpkit.contract.context import RunContext
+from dpkit.testing.boundary import server_view
+from dpkit.testing.params_contract import tiny_context
+
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.contract.plugins import get_registry
 from dpkit.testing.strategies_tokens import random_space
@@ -35,11 +36,11 @@ def draws(setting, monkeypatch, mechanism, params, seed=0):
     laplace_noise = laplace.sample_laplace_noise
     for module in (laplace, stencil):
         monkeypatch.setattr(module, "sample_laplace_noise", record)
-    ctx = RunContext(dataset=data, model=space, device=torch.device("cpu"), seed=seed,
-                     ledger=Ledger(), registry=registry)
+    ctx = tiny_context(space, data, registry=registry, seed=seed)
     result = registry.build("defense", "privatize_text", {
         "mechanism": mechanism, "mechanism_params": params, "oov": "keep"}).run(ctx)
     monkeypatch.undo()
+    result.server_view = server_view(ctx)
     return result, torch.cat(drawn)
 
 
@@ -58,6 +59,6 @@ def test_laplace_noise_and_dx_stencil_draw_the_same_standardized_noise(setting, 
 def test_at_one_eta_noise_is_the_nearest_token_of_laplace_dx_bit_for_bit(setting, monkeypatch):
     vectors, _ = draws(setting, monkeypatch, "laplace_dx", {"eta": 4.0})
     tokens, _ = draws(setting, monkeypatch, "text2text", {"eta": 4.0})
-    sent = vectors.view.observed["substituted_ids"]  # laplace_dx's noisy vectors decoded (L2)
-    assert torch.equal(tokens.view.observed["substituted_ids"], sent)
-    assert 0.1 < float((sent != vectors.view.truth["token_ids"]).float().mean()) < 0.9
+    sent = vectors.server_view["substituted_ids"]  # laplace_dx's noisy vectors decoded (L2)
+    assert torch.equal(tokens.server_view["substituted_ids"], sent)
+    assert 0.1 < float((sent != vectors.truth["token_ids"]).float().mean()) < 0.9

@@ -6,7 +6,8 @@ import torch
 from dpkit.accounting import Ledger
 from dpkit.contract.context import RunContext
 from dpkit.contract.plugins import get_registry
-from dpkit.contract.attacks import run_attack
+from dpkit.testing.boundary import attack_metrics
+from dpkit.testing.params_contract import tiny_context
 
 pytestmark = pytest.mark.network
 
@@ -24,14 +25,14 @@ def real():
 
 def run(real, mechanism, params, **task):
     space, data, ctx_args = real
-    ctx = RunContext(dataset=data, model=space, ledger=Ledger(), **ctx_args)
+    ctx = tiny_context(space, data, registry=ctx_args["registry"],
+                       model_ref={"name": "glove-6b-50d", "params": {"max_vocab": 20000}},
+                       server="process")  # the real boundary, the real public model by name
     defense = ctx.build("defense", "privatize_text",
                         {"mechanism": mechanism, "mechanism_params": params, "max_docs": 40, **task})
     result = defense.run(ctx)
     for name in ("nn_inversion", "token_recovery"):
-        attack = ctx.build("attack", name, {})
-        if all(k in result.view.observed for k in attack.requires):
-            result.metrics.update(run_attack(attack, result.view, ctx))
+        result.metrics.update(attack_metrics(ctx, result, name))
     return result.metrics, ctx.ledger
 
 
