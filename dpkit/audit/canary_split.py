@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from dpkit.audit.canary import CanaryRun
+from dpkit.base.errors import AuditError
 
 EXACT = 1e-5
 CERTAIN = 1e6
@@ -132,21 +133,21 @@ def laplace_law_p_value(upload: torch.Tensor, sent: torch.Tensor, eta: float,
 
 @contextlib.contextmanager
 def record_uploads(wire) -> Iterator[list[torch.Tensor]]:
-    """Record every floating-point tensor sent up ``wire`` (its real rows) while inside."""
-    from dpkit.release.wire import UP
-
+    """Every floating-point tensor that reached the server (its real rows) while inside, as the
+    auditor's in-process server received it (:func:`dpkit.audit.defense.audit_context`)."""
     uploads: list[torch.Tensor] = []
-    original = wire.send
+    before = len(_received(wire)) if wire._channel is not None else 0
+    yield uploads
+    for message in _received(wire)[before:]:
+        if message.tensor is not None and message.tensor.is_floating_point():
+            uploads.append(message.rows.detach().cpu().clone())
 
-    def recording(name, tensor, direction=UP, **kwargs):
-        if direction == UP and tensor.is_floating_point():
-            rows = kwargs.get("rows")
-            real = tensor[rows.bool()] if rows is not None else tensor
-            uploads.append(real.detach().cpu().clone())
-        return original(name, tensor, direction, **kwargs)
 
-    wire.send = recording
-    try:
-        yield uploads
-    finally:
-        del wire.send
+def _received(wire) -> list:
+    host = getattr(wire.channel(), "host", None)
+    received = getattr(host, "received", None)
+    if received is None:
+        raise AuditError("a canary audit scores what reached the server: run it in "
+                         "dpkit.audit.defense.audit_context (an in-process server that keeps "
+                         "what it receives)")
+    return received

@@ -46,14 +46,19 @@ def build_defense(defense: Any, params: dict | None = None, registry: Any = None
 
 def audit_context(seed: int, delta: float, device: str = "cpu", accountant: str = "rdp",
                   say: Callable[[str], None] | None = None) -> Any:
-    """A fresh RunContext (no dataset or model; the audit builds its own) with an empty ledger."""
+    """A fresh RunContext (no dataset or model; the audit builds its own) with an empty ledger and
+    an in-process server that keeps every message it receives, for the auditor to score what
+    crossed. An adapter that loads a public model by name sets ``ctx.model`` and
+    ``ctx.model_ref`` before its first send, so the server loads the same one."""
     from dpkit.accounting import Ledger
+    from dpkit.boundary.session import connector
     from dpkit.contract.context import RunContext
     from dpkit.contract.plugins import get_registry
 
     return RunContext(dataset=None, model=None, device=resolve_device(device), seed=seed,
                       ledger=Ledger(delta=delta, accountant=accountant), registry=get_registry(),
-                      progress=say)
+                      progress=say, options={"record_uploads": True},
+                      connect=connector("inprocess"))
 
 
 def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1000,

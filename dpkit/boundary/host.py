@@ -60,6 +60,9 @@ class ServerHost:
         self.messages: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)
         self.digests: dict[str, Any] = {}
+        self.received: list[Message] | None = [] if init.get("record") else None
+        """Every message as it arrived, kept only when the init asks (the auditor's in-process
+        server: it scores what crossed)."""
 
     def handle(self, data: bytes) -> bytes:
         """Answer one encoded request; a failure comes back as an encoded error."""
@@ -95,6 +98,8 @@ class ServerHost:
                              f"{type(self.server).__name__}")
         message = Message(name, request["phase"], int(request["batch"]), tensor,
                           None if mask is None else mask.to(self.device))
+        if self.received is not None:
+            self.received.append(message)
         return self.server.receive(message)
 
     def attack(self, request: dict[str, Any]) -> dict[str, Any]:

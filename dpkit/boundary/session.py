@@ -46,7 +46,8 @@ def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
             "model": ctx.model_ref, "datasets": approved_datasets(defense, ctx),
             "seed": derive_seed(int(ctx.seed), "server"), "device": str(ctx.device),
             "plugins": dict(getattr(ctx.registry, "modules", {})),
-            "artifacts": str(ctx.cache_dir.parent / "server-artifacts")}
+            "artifacts": str(ctx.cache_dir.parent / "server-artifacts"),
+            "record": bool(ctx.options.get("record_uploads"))}
 
 
 def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:

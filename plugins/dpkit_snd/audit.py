@@ -23,7 +23,10 @@ class SndCanaryAudit(SplitCanaryAudit):
 
     def setup(self, ctx):
         """The split client (tiny encoder by default) and its special tokens."""
-        model = ctx.model if ctx.model is not None else ctx.load_model("tiny-encoder")
+        if ctx.model is None:
+            ctx.model, ctx.model_ref = ctx.load_model("tiny-encoder"), {"name": "tiny-encoder",
+                                                                         "params": {}}
+        model = ctx.model
         self.client = SplitClient(model, self.defense.params.max_tokens)
         return self.client.space, model.special_token_ids()
 
@@ -32,19 +35,17 @@ class SndCanaryAudit(SplitCanaryAudit):
         client, d = self.client, self.defense
         mech = d._mechanism(ctx, client, d.params.eta)
         self.mechanism = mech  # its law is tested against the declared one
-        ctx.wire.declare([
-            Release(d.upload, mech.guarantee(client.space), f"{d.name}: canary tokens",
-                    count=len(ids)),
-            Release("mask", None, "attention masks: token counts", covered_by=d.upload)])
+        ctx.bind_server(d)
+        ctx.wire.declare([Release(d.upload, mech.guarantee(client.space),
+                                  f"{d.name}: canary tokens", count=len(ids), padding=0.0)])
         x, mask = client.embed(ids.unsqueeze(1)), torch.ones(len(ids), 1, device=ids.device)
         private = privatize_tokens(mech, x, mask, space=client.space,
                                    generator=ctx.noise_generator(UPLOAD_NOISE))
         upload = getattr(d, "upload_function", None)
         if upload is not None:
-            sent = upload(ctx, client, mech, private)
+            upload(ctx, client, mech, private)
         else:
-            sent = ctx.wire.send(d.upload, private.x_priv, rows=private.mask)
-        client.server(sent, ctx.wire.send("mask", private.mask))
+            ctx.wire.send(d.upload, private.x_priv)  # the server embeds and pools
         return float(d.params.eta)
 
 

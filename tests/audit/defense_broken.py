@@ -70,8 +70,8 @@ class CleanAlongsideSnD(SnD):
         guarantee = mechanism.guarantee(client.space)
         ctx.wire.declare([Release("embeddings_copy", guarantee, "token embeddings (copy)",
                                   count=int(private.mask.sum()))])
-        ctx.wire.send("embeddings_copy", private.x_priv - private.noise, rows=private.mask)
-        return ctx.wire.send("embeddings", private.x_priv, rows=private.mask)
+        ctx.wire.send("embeddings_copy", (private.x_priv - private.noise)[private.mask.bool()])
+        return ctx.wire.send("embeddings", private.x_priv)
 
 
 BROKEN = {NoiselessDpsgd: DpsgdCanaryAudit, UnclippedDpsgd: DpsgdCanaryAudit,
