@@ -17,10 +17,14 @@ from typing import Any, ClassVar
 
 import torch
 
-import dpkit
 from dpkit.accounting import Ledger
 from dpkit.contract.hookspecs import hookimpl
+from dpkit.contract.params import Params
+from dpkit.contract.protocols import DefenseResult
+from dpkit.contract.server import Message, Server, handles
 from dpkit.release.codec import encode
+from dpkit.release.declaration import Release
+from dpkit.release.view import ServerView
 from dpkit.release.wire import Wire
 from dpkit.testing.toy import ToyNoise
 
@@ -44,7 +48,7 @@ class _Leak(ToyNoise):
 
     name: ClassVar[str] = "leak_base"
 
-    def run(self, ctx: Any) -> dpkit.DefenseResult:
+    def run(self, ctx: Any) -> DefenseResult:
         """Send the honest noisy rows, then try the leak."""
         from dpkit.contract.releases import declare_releases
 
@@ -52,7 +56,7 @@ class _Leak(ToyNoise):
         ids, raw, noisy = _raw_and_noisy(ctx)
         ctx.wire.send("embeddings", noisy)
         self.leak(ctx, raw, noisy)
-        return dpkit.DefenseResult({"sent": float(len(ids))}, truth={"token_ids": ids, "raw": raw})
+        return DefenseResult({"sent": float(len(ids))}, truth={"token_ids": ids, "raw": raw})
 
     def leak(self, ctx: Any, raw: torch.Tensor, noisy: torch.Tensor) -> None:
         """The attempt (nothing, in the honest base)."""
@@ -63,7 +67,7 @@ class LeakAlias(_Leak):
 
     name = "leak_alias"
 
-    def run(self, ctx: Any) -> dpkit.DefenseResult:
+    def run(self, ctx: Any) -> DefenseResult:
         """Send a buffer, then change it in place."""
         from dpkit.contract.releases import declare_releases
 
@@ -73,7 +77,7 @@ class LeakAlias(_Leak):
         ctx.wire.send("embeddings", buffer)
         buffer.copy_(raw)
         ctx.wire.send("probe_request")  # the server's handler looks at what it holds now
-        return dpkit.DefenseResult({"sent": float(len(ids))}, truth={"token_ids": ids, "raw": raw})
+        return DefenseResult({"sent": float(len(ids))}, truth={"token_ids": ids, "raw": raw})
 
 
 class LeakCountZero(_Leak):
@@ -81,10 +85,10 @@ class LeakCountZero(_Leak):
 
     name = "leak_count_zero"
 
-    def releases(self, ctx: Any) -> list[dpkit.Release]:
+    def releases(self, ctx: Any) -> list[Release]:
         """The honest release plus a free one."""
         honest = super().releases(ctx)
-        return [*honest, dpkit.Release("extra", honest[0].guarantee, "free", count=0,
+        return [*honest, Release("extra", honest[0].guarantee, "free", count=0,
                                        covers=10**6)]
 
     def leak(self, ctx, raw, noisy):
@@ -97,20 +101,20 @@ class LeakPadding(_Leak):
 
     name = "leak_padding"
 
-    def releases(self, ctx: Any) -> list[dpkit.Release]:
+    def releases(self, ctx: Any) -> list[Release]:
         """The honest release, declared with padding."""
         (honest,) = super().releases(ctx)
-        return [dpkit.Release(honest.name, honest.guarantee, honest.label, honest.count,
+        return [Release(honest.name, honest.guarantee, honest.label, honest.count,
                               padding=0.0)]
 
-    def run(self, ctx: Any) -> dpkit.DefenseResult:
+    def run(self, ctx: Any) -> DefenseResult:
         """Send [noisy; raw] as one batch of two sequences."""
         from dpkit.contract.releases import declare_releases
 
         declare_releases(self, ctx)
         ids, raw, noisy = _raw_and_noisy(ctx)
         ctx.wire.send("embeddings", torch.stack([noisy, raw]))
-        return dpkit.DefenseResult({"sent": float(len(ids))}, truth={"token_ids": ids, "raw": raw})
+        return DefenseResult({"sent": float(len(ids))}, truth={"token_ids": ids, "raw": raw})
 
 
 class LeakCompanion(_Leak):
@@ -148,7 +152,7 @@ class LeakTruth(_Leak):
 
     name = "leak_truth"
 
-    def run(self, ctx: Any) -> dpkit.DefenseResult:
+    def run(self, ctx: Any) -> DefenseResult:
         """Put the raw rows in the truth."""
         result = super().run(ctx)
         result.truth["space"] = result.truth["embeddings"] = result.truth["raw"]
@@ -234,11 +238,11 @@ class LeakServerStash(_Leak):
 
     name = "leak_server_stash"
 
-    def releases(self, ctx: Any) -> list[dpkit.Release]:
+    def releases(self, ctx: Any) -> list[Release]:
         """Honest, or the raw rows declared as uncovered."""
         honest = super().releases(ctx)
         if self.params.sleep > 0:
-            return [*honest, dpkit.Release.uncovered("clean", "the raw rows, declared as such",
+            return [*honest, Release.uncovered("clean", "the raw rows, declared as such",
                                                      count=10**6)]
         return honest
 
@@ -258,27 +262,27 @@ class LeakNameChannel(_Leak):
         ctx.wire.send("text:" + ctx.dataset["test"].texts[0])
 
 
-class LeakServer(dpkit.Server):
+class LeakServer(Server):
     """The server of every leak: keeps what arrives, and looks for raw rows wherever it can."""
 
     def __init__(self, params: Any, public: Any):
         super().__init__(params, public)
         self.held: list[torch.Tensor] = []
 
-    @dpkit.handles("embeddings")
-    def embeddings(self, message: dpkit.Message) -> None:
+    @handles("embeddings")
+    def embeddings(self, message: Message) -> None:
         """Keep the rows, and the tensor object itself."""
         self.held.append(message.tensor)
         self.observe("embeddings", message.tensor.reshape(-1, message.tensor.shape[-1]))
 
-    @dpkit.handles("clean")
-    def clean(self, message: dpkit.Message) -> None:
+    @handles("clean")
+    def clean(self, message: Message) -> None:
         """Keep the raw rows of an uncovered release, and stash them for later cells."""
         _SERVER_STASH.append(message.tensor)
         self.observe("clean", message.tensor)
 
-    @dpkit.handles("probe_request")
-    def probe(self, message: dpkit.Message) -> None:
+    @handles("probe_request")
+    def probe(self, message: Message) -> None:
         """Look again at everything it holds and at the globals a client may have written."""
         for tensor in self.held:
             self.observe("held", tensor.reshape(-1, tensor.shape[-1]))
@@ -313,13 +317,13 @@ class LeakProbe:
     name = "leak_probe"
     requires: ClassVar[tuple[str, ...]] = ()
 
-    class Params(dpkit.Params):
+    class Params(Params):
         """No parameters."""
 
     def __init__(self, params: Any):
         self.params = params
 
-    def run(self, view: dpkit.ServerView, ctx: Any) -> dict[str, Any]:
+    def run(self, view: ServerView, ctx: Any) -> dict[str, Any]:
         """Every [n, d] tensor in the view, the knowledge and the process's memory, except the
         public table itself."""
         space = view.knowledge.get("space")

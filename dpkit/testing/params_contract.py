@@ -73,13 +73,14 @@ def tiny_context(model: Any, dataset: Any, *, model_ref: dict | None = None,
 def register_test_model(registry: Any, model: Any) -> dict:
     """Register ``model`` (an object built in a test) as a model source of ``registry`` and
     return its reference, so an in-process server can load it by name like any public model."""
+    import uuid
+
     from dpkit.contract.params import NoParams
 
-    name = f"test-model-{id(model):x}"
-    if name not in registry.entries["model"]:
-        source = type("TestModel", (), {"name": name, "Params": NoParams,
-                                        "__init__": lambda self, params: None,
-                                        "load": lambda self, device: model,
-                                        "__doc__": "A model object built by a test."})
-        registry.add("model", source, "tests")
+    name = f"test-model-{uuid.uuid4().hex[:12]}"
+    source = type("TestModel", (), {"name": name, "Params": NoParams,
+                                    "__init__": lambda self, params: None,
+                                    "load": lambda self, device: model,
+                                    "__doc__": "A model object built by a test."})
+    registry.add("model", source, "tests")
     return {"name": name, "params": {}}

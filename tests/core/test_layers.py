@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("accounting", "text", "ml"),      # the ledger; the embedding toolkit; training and metrics
     ("evidence", "release"),           # claims and statistics; the wire and the server's view
     ("contract",),                     # what a plug-in implements and receives
-    ("data", "models", "spec", "budget"),  # data/model plug-ins; specs; the budget store
+    ("data", "models", "spec", "budget", "boundary"),  # data, models, specs, budget, the process boundary
     ("audit", "report"),               # empirical audits; tables, files and plots of a run
     ("runner",),                       # a cell's lifecycle, executors, the result store
     ("testing",),                      # contract suites and strategies for plug-in authors

@@ -45,8 +45,10 @@ class GeneratedPublic:
 def registry() -> Registry:
     """The installed plug-ins plus the generated public dataset."""
     reg = Registry()
-    for kind, entries in dpkit.contract.plugins.get_registry().entries.items():
+    installed = dpkit.contract.plugins.get_registry()
+    for kind, entries in installed.entries.items():
         reg.entries[kind].update(entries)
+    reg.modules.update(installed.modules)  # what a server process loads
     reg.add("dataset", GeneratedPublic, "snd-tests")
     return reg
 

@@ -1,0 +1,125 @@
+"""What the server's own process costs (python -m bench.boundary [--specs specs/quick.yaml ...]).
+
+Two measurements, each against the same code with the server in the client's process (still
+exchanging bytes, so only the process boundary differs):
+
+1. per message: round trips of tensors of several sizes through a fresh server process and
+   through the in-process host, and the cost of starting one server process;
+2. per spec: the wall time of whole specs run with ``DPKIT_SERVER=process`` (dpkit's default)
+   and ``DPKIT_SERVER=inprocess`` into fresh folders, their ratio, and whether every metric and
+   ledger entry came out the same.
+
+Prints ratios and writes bench/results/boundary.json. Run it on a quiet machine: the spec part
+takes twice the specs' own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIZES = ((1, 1), (64, 384), (2048, 384), (32768, 384))
+SECRET = ".dpkit-noise-secret"
+
+
+def per_message(repeats: int) -> dict:
+    """Seconds per round trip by tensor size, for a server process and the in-process host."""
+    import torch
+
+    os.environ["DPKIT_LOAD_PLUGINS"] = ""
+    os.environ["DPKIT_EXTRA_PLUGINS"] = "toy=dpkit.testing.toy"
+    import dpkit.contract.plugins
+    from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+    from dpkit.release.codec import decode, encode
+
+    registry = dpkit.contract.plugins.get_registry()
+    init = {"defense": "toy_noise", "params": {}, "model": None, "datasets": [], "seed": 1,
+            "device": "cpu", "plugins": dict(registry.modules)}
+    t0 = time.perf_counter()
+    first = ProcessChannel(init)
+    started_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    process = ProcessChannel(init)
+    started = time.perf_counter() - t0
+    first.close()
+    local = InProcessChannel(init, registry)
+    rows = []
+    for n, d in SIZES:
+        message = encode({"op": "message", "name": "embeddings", "phase": "run", "batch": 0,
+                          "tensor": torch.randn(n, d), "mask": None})
+        timing = {}
+        for label, channel in (("process", process), ("inprocess", local)):
+            decode(channel.request(message))  # warm
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                decode(channel.request(message))
+            timing[label] = (time.perf_counter() - t0) / repeats
+        rows.append({"rows": n, "dim": d, "mb": round(n * d * 4 / 2**20, 3),
+                     "process_ms": round(1e3 * timing["process"], 3),
+                     "inprocess_ms": round(1e3 * timing["inprocess"], 3),
+                     "ratio": round(timing["process"] / timing["inprocess"], 2)})
+    process.close()
+    return {"start_first_process_s": round(started_first, 3),
+            "start_process_s": round(started, 3), "round_trips": rows}
+
+
+def per_spec(spec: str) -> dict:
+    """Wall and CPU time of ``spec`` run with the server in its own process and in-process."""
+    out = {"spec": spec}
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("inprocess", "process"):
+            env = {**os.environ, "DPKIT_SERVER": kind, "DPKIT_BUDGET_STORE": "off"}
+            folder = Path(tmp) / kind
+            if kind == "process":  # the same noise secret: the same draws, comparable results
+                folder.mkdir()
+                shutil.copy(Path(tmp) / "inprocess" / SECRET, folder / SECRET)
+            cmd = [sys.executable, "-m", "dpkit", "run", spec, "--out", str(folder),
+                   "--no-progress"]
+            t0, c0 = time.perf_counter(), os.times()
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            c1 = os.times()
+            if done.returncode:
+                raise SystemExit(f"{spec} ({kind}) failed:\n{done.stderr[-2000:]}")
+            out[f"{kind}_wall_s"] = round(time.perf_counter() - t0, 1)
+            out[f"{kind}_cpu_s"] = round(c1.children_user + c1.children_system
+                                         - c0.children_user - c0.children_system, 1)
+            lines = (folder / "results.jsonl").read_text().splitlines()
+            rows[kind] = {r["key"]: (r["metrics"], r["ledger"]) for r in map(json.loads, lines)}
+    out["process_over_inprocess"] = round(out["process_wall_s"] / out["inprocess_wall_s"], 3)
+    out["same_results"] = rows["process"] == rows["inprocess"]
+    return out
+
+
+def main() -> None:
+    """Measure, print the ratios, write bench/results/boundary.json."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--specs", nargs="*", default=[], help="specs to time both ways")
+    args = parser.parse_args()
+    result = {"cpus": os.cpu_count(), "load_average_start": os.getloadavg(),
+              "messages": per_message(args.repeats),
+              "specs": [per_spec(s) for s in args.specs]}
+    result["load_average_end"] = os.getloadavg()
+    print(json.dumps(result, indent=2))
+    for row in result["messages"]["round_trips"]:
+        print(f"{row['mb']:>8} MB message: {row['process_ms']} ms through a server process, "
+              f"{row['inprocess_ms']} ms in-process ({row['ratio']}×)")
+    for spec in result["specs"]:
+        print(f"{spec['spec']}: {spec['process_wall_s']} s with the server in its own process, "
+              f"{spec['inprocess_wall_s']} s in-process: {spec['process_over_inprocess']}×; "
+              f"identical results: {spec['same_results']}")
+    out = Path(__file__).parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "boundary.json").write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
