@@ -1,6 +1,7 @@
 """Where the budget store lives: an SQLite file (standard library) or any SQLAlchemy URL.
 
-Both give :meth:`transaction`, which yields a ``run(sql, params) -> rows`` function. A write
+Both give :meth:`transaction`, which yields a ``run(sql, params) -> rows`` function (a list of
+parameter mappings inserts many rows at once). A write
 transaction is serialised against every other writer before it reads anything — SQLite's
 ``BEGIN IMMEDIATE``; through SQLAlchemy, an update of the store's lock row, which takes a row
 lock in PostgreSQL / MySQL and the write lock in SQLite — so a check-then-insert (reserve against
@@ -57,8 +58,11 @@ class SqliteBackend:
             except sqlite3.DatabaseError as exc:
                 raise self._corrupt(exc) from None
 
-            def run(sql: str, params: Mapping[str, Any] | tuple = ()) -> list[tuple]:
+            def run(sql: str, params: Mapping[str, Any] | tuple | list = ()) -> list[tuple]:
                 try:
+                    if isinstance(params, list):  # many rows at once
+                        conn.executemany(sql, params)
+                        return []
                     return conn.execute(sql, params).fetchall()
                 except sqlite3.DatabaseError as exc:
                     if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
@@ -111,7 +115,11 @@ class SqlAlchemyBackend:
         sa = self._sa
         try:
             with self.engine.begin() as conn:
-                def run(sql: str, params: Mapping[str, Any] | tuple = ()) -> list[tuple]:
+                def run(sql: str, params: Mapping[str, Any] | tuple | list = ()) -> list[tuple]:
+                    if isinstance(params, list):  # many rows at once
+                        if params:
+                            conn.execute(sa.text(sql), params)
+                        return []
                     result = conn.execute(sa.text(sql), dict(params) if params else {})
                     return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
 
