@@ -10,6 +10,7 @@ a cap) can never interleave with another. A corrupt or foreign file is refused, 
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -96,6 +97,8 @@ class SqlAlchemyBackend:
                                    "package)") from None
         self._sa = sqlalchemy
         self.where = url.split("@")[-1] if "@" in url else url  # never print a password
+        if url.startswith("postgresql://") and importlib.util.find_spec("psycopg") is not None:
+            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")  # psycopg 3
         connect_args = {"timeout": BUSY_TIMEOUT_S} if url.startswith("sqlite") else {}
         self.engine = sqlalchemy.create_engine(url, connect_args=connect_args,
                                                poolclass=sqlalchemy.pool.NullPool)
