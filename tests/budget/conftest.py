@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +19,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+import dpkit.contract.plugins
+
+HERE = Path(__file__).parent
+PLUGINS = "toy=dpkit.testing.toy,budget_test=budget_plugins"
 
 
 def _binaries() -> Path | None:
@@ -92,3 +98,16 @@ def postgres_url(postgres_server):
         return template.format(db=name)
     base, _, query = postgres_server.partition("?")
     return base.rsplit("/", 1)[0] + "/" + name + (f"?{query}" if query else "")
+
+
+@pytest.fixture
+def budget_plugins(monkeypatch):
+    """The toy plug-in and this folder's budget test plug-ins, alone."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    monkeypatch.setenv("PYTHONPATH", str(HERE))
+    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", PLUGINS)
+    dpkit.contract.plugins.reset()
+    yield dpkit.contract.plugins.get_registry()
+    dpkit.contract.plugins.reset()
