@@ -49,7 +49,8 @@ def totals(cap: Cap, spends: list[tuple[str, dict[str, Any]]]) -> dict[str, floa
         if any(isinstance(g, NoGuarantee) for pairs in by_relation.values() for g, _ in pairs):
             out["epsilon"] = math.inf
         else:
-            out["epsilon"] = filter_epsilon_by_relation(by_relation, cap.delta, cap.relation)
+            out["epsilon"] = filter_epsilon_by_relation(by_relation, float(cap.delta or 0),
+                                                        cap.relation)
     else:
         out["epsilon"] = 0.0 if not by_relation else math.inf
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dpkit.data.records import RECORD_HASH, records_of
@@ -80,7 +81,8 @@ class DatasetIds:
         if key not in self._seen:
             loaded = load_component(self.registry, "dataset", data["name"], params,
                                     torch.device("cpu"))
-            self._seen[key] = identify(loaded, data["name"], _where(data["name"], params))
+            name = data["name"] + (f":{Path(params['path']).name}" if params.get("path") else "")
+            self._seen[key] = identify(loaded, name, _where(data["name"], params))
         return self._seen[key]
 
 

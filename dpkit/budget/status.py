@@ -18,11 +18,13 @@ DEFAULT_DELTA = 1e-5
 
 
 def find_datasets(state: State, query: str | None, where: str = "") -> list[dict[str, Any]]:
-    """Datasets reached under the name ``query`` or whose fingerprint starts with it (all: None)."""
+    """Datasets reached under the name ``query`` (``local_files`` matches ``local_files:a.csv``) or
+    whose fingerprint starts with it (all for None)."""
     rows = list(state.datasets.values())
     if query is None:
         return rows
-    found = [d for d in rows if query in d["names"] or d["fingerprint"].startswith(query)
+    found = [d for d in rows if any(n == query or n.startswith(query + ":") for n in d["names"])
+             or d["fingerprint"].startswith(query)
              or d["fingerprint"].partition(":")[2].startswith(query)]
     if not found:
         names = ", ".join(sorted({n for d in rows for n in d["names"]})) or "(none yet)"

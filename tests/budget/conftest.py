@@ -23,7 +23,7 @@ import pytest
 import dpkit.contract.plugins
 
 HERE = Path(__file__).parent
-PLUGINS = "toy=dpkit.testing.toy,budget_test=budget_plugins"
+PLUGINS = "toy=dpkit.testing.toy,budget_test=budget_plugins,datasets=dpkit_datasets"
 
 
 def _binaries() -> Path | None:
