@@ -182,14 +182,11 @@ class BudgetStore:
         ``dead_here``: the caller holds ``out_dir``'s lock, so an open run of that folder on
         this host is dead, and is settled first.
         """
+        if dead_here:  # settled whether or not this run is admitted
+            self.take_over(out_dir)
         with self._writing() as (run, entries, state):
             for plan in cells.values():
                 self._register(run, entries, state, plan.dataset)
-            if dead_here:
-                for old in list(state.runs.values()):
-                    if (old.state == "open" and old.out_dir == out_dir
-                            and old.host == socket.gethostname()):
-                        self._settle(run, entries, state, old.id, "takeover")
             new = []
             for key, plan in cells.items():
                 fp = plan.dataset.fingerprint
@@ -207,6 +204,16 @@ class BudgetStore:
                             "spends": p.spends} for k, p in cells.items()}}
             state.apply(chain.append(run, entries, "run", body))
         return run_id
+
+    def take_over(self, out_dir: str) -> list[int]:
+        """Settle the open runs of ``out_dir`` on this host: the caller holds its lock, so their
+        processes are gone. Returns their ids."""
+        with self._writing() as (run, entries, state):
+            dead = [r.id for r in state.runs.values() if r.state == "open"
+                    and r.out_dir == out_dir and r.host == socket.gethostname()]
+            for run_id in dead:
+                self._settle(run, entries, state, run_id, "takeover")
+        return dead
 
     def charge(self, run_id: int, cell: str, spend: dict[str, Any], attempt: int = 1) -> None:
         """Charge one spend of ``cell`` before it is recorded (the guard); raises to refuse it."""

@@ -91,9 +91,13 @@ def reserve_run(spec: Any, pending: list[Any], out: Path, registry: Any) -> RunB
     settled first. The store's whole history is verified before anything is reserved.
     """
     store = BudgetStore.default()
-    if store is None or not pending:
+    if store is None:
         return RunBudget()
     store.state(deep=True)  # refuses a store whose history or records were edited
+    folder = str(Path(out).resolve())
+    store.take_over(folder)  # a dead run of this folder is settled, even with nothing pending
+    if not pending:
+        return RunBudget()
     ids = DatasetIds(registry)
     capped: dict[str, bool] = {}
     plans = {}
@@ -104,7 +108,7 @@ def reserve_run(spec: Any, pending: list[Any], out: Path, registry: Any) -> RunB
         relation = cell.privacy.get("neighboring", "add_remove")
         spends = _planned(cell, registry) if capped[dataset.fingerprint] else None
         plans[cell.key] = CellPlan(dataset, relation, spends)
-    run_id = store.reserve(plans, spec.name, str(Path(out).resolve()), dead_here=True)
+    run_id = store.reserve(plans, spec.name, folder)
     return RunBudget(store, run_id)
 
 
