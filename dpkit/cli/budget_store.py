@@ -30,8 +30,8 @@ def register_store_commands(commands) -> None:
     status.set_defaults(func=_status)
 
     cap = commands.add_parser("cap", help="cap a private dataset's budget, per notion")
-    cap.add_argument("dataset", help="a registered dataset name, a local data file, or a stored "
-                     "dataset's name / fingerprint prefix")
+    cap.add_argument("dataset", help="a stored dataset's name or fingerprint prefix, a registered "
+                     "dataset name, or a local data file")
     cap.add_argument("--epsilon", type=float, help="(ε, δ)-DP cap ε (with --delta)")
     cap.add_argument("--delta", type=float)
     cap.add_argument("--eta", type=float, help="metric-DP (dχ) cap: η per token, summed over "
@@ -94,19 +94,34 @@ def _status(args) -> int:
 
 
 def _dataset(name: str, store: Any) -> Any:
-    """A DatasetId for ``name``: registered (loaded and hashed), a local data file, or stored."""
+    """A DatasetId for ``name``: a stored dataset reached under that name (or fingerprint prefix),
+    else a registered dataset (loaded and hashed with its default params), else a local file."""
     from dpkit.budget.fingerprint import DatasetId, DatasetIds
     from dpkit.budget.status import find_datasets
     from dpkit.contract.plugins import get_registry
 
+    state = store.state()
+    stored: list[dict[str, Any]] = []
+    try:
+        stored = find_datasets(state, name, store.where)
+    except BudgetStoreError:
+        pass
+    if len(stored) > 1:
+        options = "; ".join(f"{d['fingerprint'][:16]} ({d['records']:,} records, {d['basis']})"
+                            for d in stored)
+        raise BudgetStoreError(f"{len(stored)} record sets were read as {name!r}: {options}; "
+                               "name one by its fingerprint prefix")
+    if stored:
+        row = stored[0]
+        return DatasetId(row["name"], row["fingerprint"], row["basis"])
     registry = get_registry()
     if name in registry.names("dataset"):
         return DatasetIds(registry)({"name": name, "params": {}})
     if Path(name).expanduser().exists():
         return DatasetIds(registry)({"name": "local_files",
                                      "params": {"path": str(Path(name).expanduser().resolve())}})
-    row = find_datasets(store.state(), name, store.where)[0]
-    return DatasetId(row["name"], row["fingerprint"], row["basis"])
+    raise BudgetStoreError(f"no dataset {name!r}: not in the budget store {store.where}, not a "
+                           "registered dataset (dpkit data list), not a file")
 
 
 def _cap(args) -> int:
