@@ -76,9 +76,9 @@ class RayExecutor:
         def submit(cell: Cell) -> None:
             res = cell.resources or {}
             guard = self.guard_for(cell, attempts.get(cell.key, 0) + 1) if self.guard_for else None
-            ref = remote.options(num_cpus=res.get("cpus", 1), num_gpus=res.get("gpus", 0),
-                                 max_retries=max(self.policy.retries, 1)).remote(cell.to_dict(),
-                                                                                 guard)
+            task = remote.options(num_cpus=res.get("cpus", 1), num_gpus=res.get("gpus", 0),
+                                  max_retries=max(self.policy.retries, 1))
+            ref = task.remote(cell.to_dict(), guard) if guard else task.remote(cell.to_dict())
             running[ref] = cell
 
         window = max(1, int(ray.cluster_resources().get("CPU", 1)))

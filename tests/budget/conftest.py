@@ -4,7 +4,8 @@ The server is private to the test session: a fresh cluster in a temporary folder
 through a Unix socket there (no TCP port), stopped at the end. It needs PostgreSQL's server
 binaries (Debian: ``apt-get install postgresql``) and a driver (``pip install 'psycopg[binary]'``);
 without them the tests that use it are skipped, saying which is missing. ``$DPKIT_TEST_POSTGRES_URL``
-points the tests at a server of your own instead (each test creates its own database there).
+points the tests at a server of your own instead (each test creates its own database there);
+``$DPKIT_REQUIRE_POSTGRES=1`` (CI) turns the skip into a failure.
 """
 
 from __future__ import annotations
@@ -41,21 +42,28 @@ def _as_server_user(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd]
 
 
+def _unavailable(reason: str) -> None:
+    """Skip, or fail where a server is required (CI sets ``DPKIT_REQUIRE_POSTGRES=1``)."""
+    if os.environ.get("DPKIT_REQUIRE_POSTGRES"):
+        pytest.fail(f"PostgreSQL is required here but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """(admin URL template, cleanup) of a private PostgreSQL server, or skip with the reason."""
-    pytest.importorskip("sqlalchemy")
     try:
         import psycopg  # noqa: F401
+        import sqlalchemy  # noqa: F401
     except ImportError:
-        pytest.skip("no PostgreSQL driver: pip install 'psycopg[binary]'")
+        _unavailable("no PostgreSQL driver: pip install sqlalchemy 'psycopg[binary]'")
     url = os.environ.get("DPKIT_TEST_POSTGRES_URL")
     if url:
         yield url
         return
     bindir = _binaries()
     if bindir is None:
-        pytest.skip("no PostgreSQL server binaries (Debian: apt-get install postgresql)")
+        _unavailable("no PostgreSQL server binaries (Debian: apt-get install postgresql)")
     root = Path(tempfile.mkdtemp(prefix="dpkit-pg-"))
     data = root / "data"
     os.chmod(root, 0o777)
@@ -66,14 +74,14 @@ def postgres_server():
                           capture_output=True, text=True)
     if init.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
+        _unavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
     options = f"-c listen_addresses='' -k {root} -p 5439 -c fsync=off"
     start = subprocess.run(_as_server_user([str(bindir / "pg_ctl"), "-D", str(data), "-o",
                                             options, "-l", str(root / "log"), "-w", "start"]),
                            capture_output=True, text=True)
     if start.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"PostgreSQL did not start: {start.stderr.strip()[-300:]}")
+        _unavailable(f"PostgreSQL did not start: {start.stderr.strip()[-300:]}")
     try:
         yield f"postgresql://postgres@/{{db}}?host={root}&port=5439"
     finally:
