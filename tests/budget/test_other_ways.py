@@ -93,3 +93,23 @@ def test_a_refused_fresh_run_keeps_the_results_it_would_have_cleared(
     with pytest.raises(BudgetExceededError):
         run_spec(load_spec(spec), fresh=True, show_progress=False)
     assert (tmp_path / "out-s" / "results.jsonl").read_text() == results
+
+
+def test_k_anonymity_spends_count_against_their_own_cap(private_budget_store):
+    from store_worker import DATASET, plans
+
+    from dpkit.accounting import KAnonymityGuarantee, guarantee_to_dict
+
+    def anonymity(eps):
+        return [{"label": "weights", "count": 2, "guarantee": guarantee_to_dict(
+            KAnonymityGuarantee(k_requested=5, k_achieved=5, share_below_k=0.0, epsilon=eps))}]
+
+    store = BudgetStore(private_budget_store)
+    store.set_cap(DATASET, epsilon=1.0, delta=1e-5)
+    with pytest.raises(BudgetExceededError, match="--anonymity-epsilon"):
+        store.reserve(plans(a=anonymity(0.5)), "w", "/a")
+    said = store.set_cap(DATASET, anonymity_epsilon=2.5)
+    assert any("(k, ε)-anonymity: ε = 2.5" in line for line in said["governs"])
+    store.reserve(plans(a=anonymity(0.5)), "w", "/a")  # 2 × 0.5
+    with pytest.raises(BudgetExceededError, match=r"\(k, ε\) ε = 2.5.*bring it to 3"):
+        store.reserve(plans(b=anonymity(1.0)), "w", "/b")  # + 2 × 1.0
