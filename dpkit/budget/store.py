@@ -78,31 +78,14 @@ class BudgetStore:
 
     def verify(self, expect_head: str | None = None) -> dict[str, Any]:
         """Check the whole history (chain, head, record sets); raises naming the first bad entry."""
-        with self.backend.transaction(write=False) as run:
-            entries = chain.read_log(run, self.where)
-            state = replay(entries)
-            self._check_records(run, state)
-        head = f"{len(entries)}:{entries[-1].hash if entries else chain.GENESIS}"
-        if expect_head and not _extends(entries, expect_head):
-            raise chain.broken(self.where, f"the history no longer holds the head {expect_head} "
-                                           "you kept: it was rewritten or cut")
-        return {"entries": len(entries), "head": head, "datasets": len(state.datasets),
-                "runs": len(state.runs), "caps": len(state.caps)}
+        from dpkit.budget.verify import verify_store
+
+        return verify_store(self, expect_head)
 
     def _check_records(self, run: Any, state: State) -> None:
-        from dpkit.budget.fingerprint import records_digest
+        from dpkit.budget.verify import check_records
 
-        stored: dict[str, set[str]] = {}
-        for dataset, record in run("SELECT dataset, record FROM dpkit_budget_records"):
-            stored.setdefault(dataset, set()).add(record)
-        for fp, meta in state.datasets.items():
-            if not fp.startswith("records:"):
-                continue
-            got = frozenset(stored.get(fp, ()))
-            if len(got) != meta["records"] or records_digest(got) != fp:
-                raise chain.broken(self.where, f"the stored records of {meta['name']} ({fp[:16]}) "
-                                               f"were edited: {len(got)} of {meta['records']} "
-                                               "left, or changed")
+        check_records(run, state, self.where)
 
     # -------------------------------------------------------------- datasets
     def _register(self, run: Any, entries: list, state: State, dataset: DatasetId) -> None:
@@ -313,7 +296,3 @@ def _who() -> str:
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
 
-
-def _extends(entries: list, head: str) -> bool:
-    seq, _, digest = head.partition(":")
-    return seq.isdigit() and 0 < int(seq) <= len(entries) and entries[int(seq) - 1].hash == digest
