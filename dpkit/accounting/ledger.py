@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from dpkit.accounting import events as ev
@@ -50,6 +52,27 @@ class Spend(NamedTuple):
     count: int = 1
 
 
+Guard = Callable[[Spend], None]
+"""Called with every spend before it is recorded; raises (e.g. BudgetExceededError) to refuse it."""
+
+_ACTIVE_GUARD: ContextVar[Guard | None] = ContextVar("dpkit_ledger_guard", default=None)
+
+
+@contextmanager
+def guarding(guard: Guard | None) -> Iterator[None]:
+    """Within the block, :func:`active_guard` is ``guard`` (the runner's budget guard of a cell)."""
+    token = _ACTIVE_GUARD.set(guard)
+    try:
+        yield
+    finally:
+        _ACTIVE_GUARD.reset(token)
+
+
+def active_guard() -> Guard | None:
+    """The guard set by the innermost :func:`guarding` block, or None."""
+    return _ACTIVE_GUARD.get()
+
+
 class Ledger(MetricDpQueries):
     """Records privacy spends and composes them: (ε, δ)-DP, metric DP and (k, ε)-anonymity.
 
@@ -59,13 +82,16 @@ class Ledger(MetricDpQueries):
     raises :class:`~dpkit.base.errors.BudgetExceededError` and is not recorded. ``orders`` overrides
     the RDP orders (dp-accounting's default grid otherwise), ``pld_discretization`` the PLD
     value-discretisation interval (1e-4). ``neighboring`` is the relation (ε, δ) is stated in:
-    ``"add_remove"`` (one record added or removed, default) or ``"replace_one"``.
+    ``"add_remove"`` (one record added or removed, default) or ``"replace_one"``. ``guard`` (also
+    settable as ``ledger.guard``) is called with each :class:`Spend` after the ceiling check and
+    before it is recorded; if it raises, nothing is recorded (the runner's guard charges the
+    persistent budget store, write-ahead, and refuses a spend past a dataset's cap).
     """
 
     def __init__(self, delta: float = 1e-5, accountant: str = "rdp",
                  ceiling: float | Mapping[str, float] | Ceiling | None = None,
                  orders: Sequence[float] | None = None, neighboring: str = "add_remove",
-                 pld_discretization: float | None = None):
+                 pld_discretization: float | None = None, guard: Guard | None = None):
         if not 0 <= delta < 1:
             raise AccountingError(f"ledger delta must lie in [0, 1), got {delta!r}")
         self.delta_target = float(delta)
@@ -79,10 +105,11 @@ class Ledger(MetricDpQueries):
         self._kanon: dict[KAnonymityGuarantee, int] = {}
         self._none: dict[str, int] = {}
         self._cache: dict[tuple, float] = {}
+        self.guard: Guard | None = guard
 
     # ----------------------------------------------------------------- recording
     def spend(self, guarantee: Guarantee, label: str, count: int = 1) -> Spend:
-        """Record ``count`` applications of ``guarantee``; checks the ceiling first."""
+        """Record ``count`` applications of ``guarantee``; checks the ceiling, then the guard."""
         if type(guarantee) not in _KINDS and not isinstance(guarantee, _KINDS):
             raise AccountingError(f"spend {label!r}: {guarantee!r} is not a dpkit guarantee; wrap "
                                   "a DpEvent as DpGuarantee(event)")
@@ -96,7 +123,10 @@ class Ledger(MetricDpQueries):
             self._dp.check(guarantee, label)
         if self.ceiling is not None:
             self._check_ceiling(self.ceiling, guarantee, label, count)
-        return self._record(Spend(guarantee, label, count))
+        spend = Spend(guarantee, label, count)
+        if self.guard is not None:
+            self.guard(spend)
+        return self._record(spend)
 
     def _check_ceiling(self, ceiling: Ceiling, g: Guarantee, label: str, count: int) -> None:
         asked = f"spend {label!r} ({describe(g)}, ×{count})"

@@ -1,7 +1,7 @@
 """Privacy budget beyond one cell: a spec's total, the cost of releasing its best cell, and a
 persistent store that charges every run on a private dataset (see docs/accounting.md)."""
 
-from dpkit.budget.fingerprint import DatasetId, FingerprintsContent, identify
+from dpkit.budget.fingerprint import DatasetId, identify
 from dpkit.budget.selection import (
     best_of_random_runs,
     draw_repetitions,
@@ -14,7 +14,6 @@ from dpkit.budget.total import CellSpends, GroupTotal, compose_cells
 __all__ = [
     "CellSpends",
     "DatasetId",
-    "FingerprintsContent",
     "GroupTotal",
     "best_of_random_runs",
     "compose_cells",

@@ -25,11 +25,11 @@ have |Lᵢ| ≤ εᵢ surely, which is basic composition as a filter (Rogers et 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from dpkit.accounting import DpGuarantee, Guarantee, composed_event, group_events, rdp_curve
+from dpkit.accounting import DpGuarantee, Guarantee, composed_event, group_events
 from dpkit.accounting.bounds import split_stated
 from dpkit.base.errors import AccountingError
 
@@ -53,17 +53,34 @@ def _dp_spends(spends: Iterable[tuple[Guarantee, int]]) -> list[tuple[DpGuarante
 def filter_epsilon(spends: Iterable[tuple[Guarantee, int]], delta: float,
                    neighboring: str = "add_remove") -> float:
     """The filter's ε at ``delta`` for ``spends`` ((guarantee, count) pairs, in any order)."""
+    return filter_epsilon_by_relation({neighboring: list(spends)}, delta, neighboring)
+
+
+def filter_epsilon_by_relation(spends: Mapping[str, Iterable[tuple[Guarantee, int]]],
+                               delta: float, cap_relation: str) -> float:
+    """The filter's ε at ``delta`` under ``cap_relation`` for spends keyed by the relation they are
+    stated in, each converted by :mod:`dpkit.budget.relations` (or refused there, naming why)."""
+    from dpkit.budget.relations import pure_factor, relation_curve
+
     if not 0 < delta < 1:
         raise AccountingError(f"a filter's δ must lie in (0, 1), got {delta!r}")
-    groups = group_events([(g.event, n) for g, n in _dp_spends(spends)])
-    if not groups:
-        return 0.0
-    split = split_stated(groups, neighboring)
-    pure = split.epsilon if not split.rest and split.delta == 0 else math.inf
-    try:
-        curve = np.asarray(rdp_curve(composed_event(groups), FILTER_ORDERS, neighboring))
-    except AccountingError:
-        return pure  # no Rényi curve (e.g. (ε, δ) with δ > 0): only basic composition can admit
     orders = np.asarray(FILTER_ORDERS)
-    rdp = float(np.min(curve + math.log(len(orders) / delta) / (orders - 1)))
+    curve, pure, seen = np.zeros(len(orders)), 0.0, False
+    for relation, pairs in spends.items():
+        groups = group_events([(g.event, n) for g, n in _dp_spends(pairs)])
+        if not groups:
+            continue
+        seen = True
+        factor = pure_factor(relation, cap_relation)  # raises, naming why, with no conversion
+        split = split_stated(groups, relation)
+        pure += factor * split.epsilon if not split.rest and split.delta == 0 else math.inf
+        try:
+            curve = curve + relation_curve(composed_event(groups), FILTER_ORDERS, relation,
+                                           cap_relation)
+        except AccountingError:
+            curve = curve + math.inf  # no Rényi curve (e.g. (ε, δ) with δ > 0): only pure can admit
+    if not seen:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        rdp = float(np.nanmin(curve + math.log(len(orders) / delta) / (orders - 1)))
     return min(rdp, pure)

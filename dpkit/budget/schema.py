@@ -1,7 +1,9 @@
 """The budget store's schema (versioned) and its checks when a store is opened.
 
-A new store is created; a store of this schema version is used; a newer version, a foreign
-database (an SQLite file with other tables) or a half-made store is refused with the reason.
+A new store is created; a store of this schema version is used; a schema-1 store (tables per
+dataset, run and charge, no history) is migrated in place into the hash-chained log
+(:mod:`dpkit.budget.migrate`); a newer version, a foreign database (an SQLite file with other
+tables) or a half-made store is refused with the reason.
 """
 
 from __future__ import annotations
@@ -13,25 +15,20 @@ from dpkit.budget.sql import NOT_RESET, SqlAlchemyBackend, SqliteBackend
 from dpkit.base.errors import BudgetStoreError
 
 FORMAT = "dpkit-budget-store"
-SCHEMA_VERSION = 1
-TABLES = ("dpkit_budget_meta", "dpkit_budget_datasets", "dpkit_budget_runs", "dpkit_budget_charges")
+SCHEMA_VERSION = 2
+TABLES = ("dpkit_budget_meta", "dpkit_budget_log", "dpkit_budget_records")
 CREATE = (
     "CREATE TABLE IF NOT EXISTS dpkit_budget_meta (key VARCHAR(64) NOT NULL PRIMARY KEY, "
     "value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS dpkit_budget_datasets (fingerprint VARCHAR(200) NOT NULL, "
-    "neighboring VARCHAR(32) NOT NULL, name TEXT NOT NULL, basis TEXT NOT NULL, "
-    "cap_epsilon DOUBLE PRECISION, cap_delta DOUBLE PRECISION, created TEXT NOT NULL, "
-    "PRIMARY KEY (fingerprint, neighboring))",
-    "CREATE TABLE IF NOT EXISTS dpkit_budget_runs (id INTEGER NOT NULL PRIMARY KEY, "
-    "fingerprint VARCHAR(200) NOT NULL, neighboring VARCHAR(32) NOT NULL, spec TEXT NOT NULL, "
-    "out_dir TEXT NOT NULL, state VARCHAR(16) NOT NULL CHECK (state IN ('open', 'closed', "
-    "'released')), host TEXT, pid INTEGER, started TEXT NOT NULL, updated TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS dpkit_budget_charges (run_id INTEGER NOT NULL REFERENCES "
-    "dpkit_budget_runs (id), cell VARCHAR(64) NOT NULL, state VARCHAR(16) NOT NULL CHECK (state "
-    "IN ('reserved', 'spent')), spends TEXT NOT NULL, updated TEXT NOT NULL, "
-    "PRIMARY KEY (run_id, cell))",
+    "CREATE TABLE IF NOT EXISTS dpkit_budget_log (seq INTEGER NOT NULL PRIMARY KEY, kind "
+    "VARCHAR(16) NOT NULL, body TEXT NOT NULL, prev VARCHAR(64) NOT NULL, hash VARCHAR(64) NOT "
+    "NULL, at VARCHAR(32) NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dpkit_budget_records (dataset VARCHAR(80) NOT NULL, record "
+    "VARCHAR(32) NOT NULL, PRIMARY KEY (dataset, record))",
 )
-META = {"format": FORMAT, "schema_version": str(SCHEMA_VERSION), "lock": "0"}
+META = {"format": FORMAT, "schema_version": str(SCHEMA_VERSION), "lock": "0",
+        "head": "0:" + "0" * 64}
+V1_TABLES = ("dpkit_budget_datasets", "dpkit_budget_runs", "dpkit_budget_charges")
 
 
 def open_backend(location: str) -> Any:
@@ -50,6 +47,10 @@ def open_backend(location: str) -> Any:
                                    f"{', '.join(sorted(tables)[:5])}), not a dpkit budget store; "
                                    f"point {_ENV} at another file")
         _create(backend)
+    elif set(V1_TABLES) <= ours and "dpkit_budget_log" not in ours:
+        from dpkit.budget.migrate import migrate_v1
+
+        migrate_v1(backend, CREATE, META)
     elif set(TABLES) - ours:
         raise BudgetStoreError(f"{backend.where} is an incomplete dpkit budget store (missing "
                                f"{', '.join(sorted(set(TABLES) - ours))}); {NOT_RESET}")
@@ -83,6 +84,6 @@ def _check_version(backend: Any) -> None:
     if version > SCHEMA_VERSION:
         raise BudgetStoreError(f"{backend.where} was written by a newer dpkit (schema version "
                                f"{version}; this dpkit reads {SCHEMA_VERSION}): upgrade dpkit")
-    if version < SCHEMA_VERSION:  # no older schema exists yet; a migration goes here
+    if version < SCHEMA_VERSION:  # schema 1 is migrated in open_backend
         raise BudgetStoreError(f"{backend.where}: schema version {version} has no migration to "
                                f"{SCHEMA_VERSION}")

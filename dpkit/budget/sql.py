@@ -1,6 +1,7 @@
 """Where the budget store lives: an SQLite file (standard library) or any SQLAlchemy URL.
 
-Both give :meth:`transaction`, which yields a ``run(sql, params) -> rows`` function. A write
+Both give :meth:`transaction`, which yields a ``run(sql, params) -> rows`` function (a list of
+parameter mappings inserts many rows at once). A write
 transaction is serialised against every other writer before it reads anything — SQLite's
 ``BEGIN IMMEDIATE``; through SQLAlchemy, an update of the store's lock row, which takes a row
 lock in PostgreSQL / MySQL and the write lock in SQLite — so a check-then-insert (reserve against
@@ -9,6 +10,7 @@ a cap) can never interleave with another. A corrupt or foreign file is refused, 
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -57,8 +59,11 @@ class SqliteBackend:
             except sqlite3.DatabaseError as exc:
                 raise self._corrupt(exc) from None
 
-            def run(sql: str, params: Mapping[str, Any] | tuple = ()) -> list[tuple]:
+            def run(sql: str, params: Mapping[str, Any] | tuple | list = ()) -> list[tuple]:
                 try:
+                    if isinstance(params, list):  # many rows at once
+                        conn.executemany(sql, params)
+                        return []
                     return conn.execute(sql, params).fetchall()
                 except sqlite3.DatabaseError as exc:
                     if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
@@ -92,6 +97,8 @@ class SqlAlchemyBackend:
                                    "package)") from None
         self._sa = sqlalchemy
         self.where = url.split("@")[-1] if "@" in url else url  # never print a password
+        if url.startswith("postgresql://") and importlib.util.find_spec("psycopg") is not None:
+            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")  # psycopg 3
         connect_args = {"timeout": BUSY_TIMEOUT_S} if url.startswith("sqlite") else {}
         self.engine = sqlalchemy.create_engine(url, connect_args=connect_args,
                                                poolclass=sqlalchemy.pool.NullPool)
@@ -111,7 +118,11 @@ class SqlAlchemyBackend:
         sa = self._sa
         try:
             with self.engine.begin() as conn:
-                def run(sql: str, params: Mapping[str, Any] | tuple = ()) -> list[tuple]:
+                def run(sql: str, params: Mapping[str, Any] | tuple | list = ()) -> list[tuple]:
+                    if isinstance(params, list):  # many rows at once
+                        if params:
+                            conn.execute(sa.text(sql), params)
+                        return []
                     result = conn.execute(sa.text(sql), dict(params) if params else {})
                     return [tuple(r) for r in result.fetchall()] if result.returns_rows else []
 

@@ -1,98 +1,132 @@
-"""What a dataset has spent: every run charged, its spends, the composed ε(δ) and δ(ε), and the
-filter's ε against the cap (``dpkit budget status``; :func:`dataset_status` in Python)."""
+"""What a dataset has spent: its names, the datasets sharing its records, its cap and history, every
+run that read its records, and each notion's total (``dpkit budget status``; :func:`dataset_status`).
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from dpkit.accounting import Ledger, guarantee_from_dict
-from dpkit.budget.filter import filter_epsilon
+from dpkit.accounting import Ledger
+from dpkit.base.errors import AccountingError, BudgetStoreError
+from dpkit.budget.caps import totals
+from dpkit.budget.state import State
 from dpkit.budget.store import BudgetStore
 from dpkit.budget.total import describe_ledger, ledger_record, record_spends
-from dpkit.base.errors import AccountingError, BudgetStoreError
 
 DEFAULT_DELTA = 1e-5
 
 
-def find_datasets(store: BudgetStore, query: str | None) -> list[dict[str, Any]]:
-    """Datasets whose name equals ``query`` or whose fingerprint starts with it (all for None)."""
-    rows = store.datasets()
+def find_datasets(state: State, query: str | None, where: str = "") -> list[dict[str, Any]]:
+    """Datasets reached under the name ``query`` (``local_files`` matches ``local_files:a.csv``) or
+    whose fingerprint starts with it (all for None)."""
+    rows = list(state.datasets.values())
     if query is None:
         return rows
-    found = [d for d in rows if d["name"] == query or d["fingerprint"].startswith(query)
-             or d["fingerprint"].removeprefix("sha256:").startswith(query)]
+    found = [d for d in rows if any(n == query or n.startswith(query + ":") for n in d["names"])
+             or d["fingerprint"].startswith(query)
+             or d["fingerprint"].partition(":")[2].startswith(query)]
     if not found:
-        names = ", ".join(sorted({d["name"] for d in rows})) or "(none yet)"
-        raise BudgetStoreError(f"no dataset {query!r} in the budget store {store.where}; it holds: "
-                               f"{names}")
+        names = ", ".join(sorted({n for d in rows for n in d["names"]})) or "(none yet)"
+        raise BudgetStoreError(f"no dataset {query!r} in the budget store {where}; it holds: {names}")
     return found
 
 
-def _ledger(charges: list[dict[str, Any]], delta: float, accountant: str, relation: str) -> Ledger:
-    ledger = Ledger(delta=delta, accountant=accountant, neighboring=relation)
-    for charge in charges:
-        record_spends(ledger, charge["spends"], prefix=f"{charge['cell'][:8]} ")
-    return ledger
+def _short(meta: dict[str, Any]) -> str:
+    kind, _, digest = meta["fingerprint"].partition(":")
+    return f"{meta['name']} [{kind}:{digest[:8]}]"
 
 
-def dataset_status(store: BudgetStore, dataset: dict[str, Any], delta: float | None = None,
-                   epsilon: float | None = None, accountant: str = "rdp") -> dict[str, Any]:
-    """Runs, charges and totals of one dataset row of :meth:`BudgetStore.datasets`."""
-    relation = dataset["neighboring"]
-    cap = (dataset["cap_epsilon"], dataset["cap_delta"]) if dataset["cap_epsilon"] else None
-    delta = delta or (cap[1] if cap else DEFAULT_DELTA)
-    runs = store.runs(dataset["fingerprint"], relation)
-    charges = [c for r in runs for c in r["charges"]]
-    total = _ledger(charges, delta, accountant, relation)
-    eps = total.epsilon()
-    at = epsilon if epsilon is not None else (cap[0] if cap else _round_up(eps))
-    out: dict[str, Any] = {**dataset, "delta": delta, "accountant": accountant,
-                           "composed": ledger_record(total), "in_words": describe_ledger(total),
-                           "delta_at": {"epsilon": at, "delta": total.delta(at)} if at else None,
-                           "runs": []}
-    try:
-        pairs = [(guarantee_from_dict(s["guarantee"]), int(s["count"]))
-                 for c in charges for s in c["spends"]]
-        out["filter_epsilon"] = filter_epsilon(pairs, cap[1] if cap else delta, relation)
-    except AccountingError as exc:
-        out["filter_epsilon"], out["filter_note"] = math.inf, str(exc)
-    for r in runs:
-        ledger = _ledger(r["charges"], delta, accountant, relation)
-        states = [c["state"] for c in r["charges"]]
-        out["runs"].append({**{k: r[k] for k in ("id", "spec", "out_dir", "state", "host", "pid",
-                                                  "started", "updated")},
-                            "spent_cells": states.count("spent"),
-                            "reserved_cells": states.count("reserved"),
-                            "charges": r["charges"], "in_words": describe_ledger(ledger)})
+def dataset_status(state: State, dataset: dict[str, Any], delta: float | None = None,
+                   accountant: str = "rdp") -> dict[str, Any]:
+    """Overlaps, cap, runs and totals of one dataset row of :func:`find_datasets`."""
+    fp = dataset["fingerprint"]
+    cap = state.caps.get(fp)
+    delta = delta or (cap.delta if cap and cap.delta else DEFAULT_DELTA)
+    cells = state.cells_reading(fp)
+    counted = [(c.relation, s) for _, _, c in cells for s in c.counted()]
+    by_relation: dict[str, Ledger] = {}
+    for relation, spend in counted:
+        ledger = by_relation.setdefault(relation, Ledger(delta=delta, accountant=accountant,
+                                                         neighboring=relation))
+        record_spends(ledger, [spend])
+    out: dict[str, Any] = {
+        **{k: dataset[k] for k in ("fingerprint", "name", "names", "basis", "records", "created")},
+        "delta": delta, "accountant": accountant,
+        "overlaps": [{"name": _short(state.datasets[o]), "fingerprint": o, "shared": n,
+                      "share_of_this": (n / dataset["records"]) if n > 0 and dataset["records"]
+                      else None} for o, n in sorted(state.overlaps.get(fp, {}).items()) if n],
+        "cap": None if cap is None else {**vars(cap), "governs": cap.governs()},
+        "cap_history": [h for h in state.cap_history if h["id"] == fp],
+        "composed": {rel: ledger_record(led) for rel, led in by_relation.items()},
+        "in_words": {rel: describe_ledger(led) for rel, led in by_relation.items()}, "runs": []}
+    if cap is not None:
+        try:
+            out["totals"] = totals(cap, counted)
+        except Exception as exc:  # noqa: BLE001 - shown, the admission refuses the same way
+            out["totals"], out["totals_note"] = None, str(exc)
+    seen: dict[int, dict[str, Any]] = {}
+    for run, _key, cell in cells:
+        row = seen.setdefault(run.id, {"id": run.id, "spec": run.spec, "out_dir": run.out_dir,
+                                       "state": run.state, "host": run.host, "pid": run.pid,
+                                       "started": run.started, "cells": 0, "charged_cells": 0,
+                                       "charges": 0, "open_reservations": 0})
+        row["cells"] += 1
+        row["charged_cells"] += bool(cell.charges)
+        row["charges"] += len(cell.charges)
+        row["open_reservations"] += len(cell.counted()) - len(cell.charges)
+    out["runs"] = list(seen.values())
     return out
 
 
-def _round_up(value: float) -> float | None:
-    """A round ε just above ``value`` to ask δ(ε) at (None for 0 or ∞)."""
-    if not value or not math.isfinite(value):
-        return None
-    step = 10 ** math.floor(math.log10(value))
-    return math.ceil(value / step + 1e-12) * step
-
-
 def status_text(status: dict[str, Any]) -> str:
-    """One dataset's status in words and a table of its runs."""
+    """One dataset's status in words and a table of the runs that read its records."""
     from tabulate import tabulate
 
-    lines = [f"{status['name']} [{status['fingerprint'][:15]}] — {status['neighboring']} "
-             f"neighbours; fingerprint of {status['basis']}"]
-    if status["cap_epsilon"]:
-        left = status["cap_epsilon"] - status["filter_epsilon"]
-        lines.append(f"cap: ε = {status['cap_epsilon']:g} at δ = {status['cap_delta']:g}; privacy "
-                     f"filter ε = {status['filter_epsilon']:.6g} (remaining {max(left, 0):.6g})")
-    lines.append(f"composed over every run (valid for runs fixed in advance; adaptive runs: the "
-                 f"filter), {status['accountant'].upper()}:")
-    lines += [f"  {line}" for line in status["in_words"] or ["nothing spent"]]
-    if status["delta_at"]:
-        lines.append(f"  δ(ε = {status['delta_at']['epsilon']:g}) = {status['delta_at']['delta']:.3g}")
-    rows = [(r["id"], r["spec"], r["state"], r["started"], f"{r['spent_cells']}/{r['reserved_cells']}",
-             "; ".join(r["in_words"]) or "-", r["out_dir"]) for r in status["runs"]]
-    lines.append(tabulate(rows, headers=["run", "spec", "state", "started", "cells spent/reserved",
-                                         "spends composed", "output"]) if rows else "(no runs)")
+    lines = [f"{_short(status)} — {status['basis']}"]
+    if len(status["names"]) > 1:
+        lines.append(f"reached under the names: {', '.join(status['names'])}")
+    for o in status["overlaps"]:
+        share = f" ({o['share_of_this']:.1%} of this one's records)" if o["share_of_this"] else ""
+        shared = "shares its budget by name (schema-1 history)" if o["shared"] < 0 else \
+            f"shares {o['shared']:,} records{share}"
+        lines.append(f"overlaps {o['name']}: {shared}; a run on either is charged to both caps")
+    cap = status["cap"]
+    if cap is None:
+        lines.append("no cap (recording only)")
+    else:
+        lines.append("cap: " + "; ".join(cap["governs"]))
+        t = status.get("totals")
+        if t is None:
+            lines.append(f"  spends cannot be counted against it: {status.get('totals_note')}")
+        for name, symbol, extra in (("epsilon", "ε", " (privacy filter)"),
+                                    ("eta", "η per token", ""),
+                                    ("anonymity_epsilon", "(k, ε) ε", "")):
+            if t is not None and cap[name] is not None:
+                left = max(cap[name] - t[name], 0.0) if math.isfinite(t[name]) else 0.0
+                lines.append(f"  {symbol} spent{extra} = {t[name]:.6g} of {cap[name]:g} "
+                             f"(remaining {left:.6g})")
+    for h in status["cap_history"]:
+        lines.append(f"  cap {h['act']} at {h['at']} by {h.get('by', '?')}"
+                     + (f": {h['reason']}" if h.get("reason") else ""))
+    for rel, words in status["in_words"].items():
+        lines.append(f"composed over every run reading these records, {rel} neighbours (valid "
+                     f"for runs fixed in advance; adaptive runs: the filter), "
+                     f"{status['accountant'].upper()}:")
+        lines += [f"  {line}" for line in words or ["nothing spent"]]
+    rows = [(r["id"], r["spec"], r["state"], r["started"], f"{r['charged_cells']}/{r['cells']}",
+             r["charges"], r["open_reservations"], r["out_dir"]) for r in status["runs"]]
+    lines.append(tabulate(rows, headers=["run", "spec", "state", "started", "cells charged",
+                                         "charges", "held", "output"]) if rows else "(no runs)")
     return "\n".join(lines)
+
+
+def store_status(store: BudgetStore, query: str | None, delta: float | None = None,
+                 accountant: str = "rdp") -> list[dict[str, Any]]:
+    """:func:`dataset_status` of every matching dataset, after verifying the whole history."""
+    state = store.state(deep=True)
+    try:
+        return [dataset_status(state, d, delta, accountant)
+                for d in find_datasets(state, query, store.where)]
+    except AccountingError as exc:
+        raise BudgetStoreError(f"cannot compose the charges of {query or 'the store'}: {exc}") from None

@@ -1,34 +1,36 @@
-"""The persistent budget store: every run charged to a private dataset, and the dataset's cap.
+"""The persistent budget store: every charge to the people in a private dataset, and its cap.
 
-Keyed by (dataset fingerprint, neighbouring relation). A run is ``open`` from its reservation
-until it finishes: its cells are charged what was planned (``reserved``) until each one's actual
-spends replace the plan (``spent``). When a run ends with every cell spent it is ``closed``; when
-it spent nothing its reservation is given back (``released``); otherwise it stays ``open``,
-holding its unspent reservations for the resume (``dpkit run`` into the same folder picks it up) or
-for ``dpkit budget close``. A reservation on a capped dataset is admitted by the privacy filter
-(:mod:`dpkit.budget.filter`) inside one serialised write transaction, so two processes reserving
-at once can never overspend, and a process killed at any point leaves either the whole reservation
-or none of it. Schema version 1; tables ``dpkit_budget_{meta,datasets,runs,charges}``.
+A dataset is its set of record hashes (:mod:`dpkit.budget.fingerprint`); a cap counts every cell
+of every run whose records overlap it, under any relation (converted or refused), for every
+notion (:mod:`dpkit.budget.caps`). A run **reserves** its plan before the first cell; while it
+runs, each cell's ledger **charges** every spend *before* recording it — so before the release it
+covers — through the ledger's guard (:class:`dpkit.runner.budget.CellGuard`): a spend its
+reservation covers is recorded as is, any other is admitted by the caps or refused, and nothing
+is released. What crossed is therefore charged whatever happens after: a cell that fails keeps
+its charges, and a run whose process died is settled — each cell that charged anything is
+settled as spent (its charges plus what it reserved and had not charged yet), a cell that charged
+nothing gives its reservation back. Every act is one serialised write transaction appending to
+the hash-chained log (:mod:`dpkit.budget.chain`); the state is the log replayed (:mod:`.state`).
 """
 
 from __future__ import annotations
 
-import json
+import getpass
 import os
 import socket
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpkit.base.errors import BudgetStoreError
+from dpkit.budget import chain
+from dpkit.budget.caps import admit
 from dpkit.budget.fingerprint import DatasetId
 from dpkit.budget.schema import open_backend
-from dpkit.budget.sql import Run
-from dpkit.base.errors import BudgetExceededError, BudgetStoreError
+from dpkit.budget.state import State, replay, spend_key
 
 STORE_ENV = "DPKIT_BUDGET_STORE"
-CAP_TOLERANCE = 1e-9
 
 
 def default_location() -> str | None:
@@ -41,24 +43,21 @@ def default_location() -> str | None:
     return value or str(cache_root() / "budget" / "store.sqlite")
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
 @dataclass(frozen=True)
-class Request:
-    """What one run asks of one dataset: its cells, each with planned spends or None (unplanned)."""
+class CellPlan:
+    """What one cell asks: the dataset it reads, its relation, its planned spends (None: unplanned)."""
 
     dataset: DatasetId
-    neighboring: str
-    planned: Mapping[str, list[dict[str, Any]] | None]
+    relation: str
+    spends: list[dict[str, Any]] | None
 
 
 class BudgetStore:
-    """Open (creating if new) the store at ``location``: an SQLite path or an SQLAlchemy URL."""
+    """Open (creating or migrating) the store at ``location``: an SQLite path or SQLAlchemy URL."""
 
     def __init__(self, location: str | Path):
-        self.backend = open_backend(str(location))
+        self.location = str(location)
+        self.backend = open_backend(self.location)
         self.where = self.backend.where
 
     @classmethod
@@ -67,186 +66,233 @@ class BudgetStore:
         location = default_location()
         return None if location is None else cls(location)
 
-    # ------------------------------------------------------------------ caps
-    def set_cap(self, dataset: DatasetId, neighboring: str, epsilon: float, delta: float,
-                force: bool = False) -> None:
-        """Cap ``dataset`` at ``epsilon`` at ``delta``; raising a cap, or a first cap over existing
-        charges, needs ``force`` (the filter's guarantee assumes the cap came first)."""
-        if not (epsilon > 0 and 0 < delta < 1):
-            raise BudgetStoreError(f"a cap needs ε > 0 and δ in (0, 1), got ε={epsilon}, δ={delta}")
-        with self.backend.transaction(write=True) as run:
-            self._ensure_dataset(run, dataset, neighboring)
-            (old_eps, old_delta), = run("SELECT cap_epsilon, cap_delta FROM dpkit_budget_datasets "
-                                        "WHERE fingerprint = :f AND neighboring = :n",
-                                        {"f": dataset.fingerprint, "n": neighboring})
-            charged = self._charges(run, dataset.fingerprint, neighboring)
-            loosened = old_eps is not None and (epsilon > old_eps or delta > old_delta)
-            if not force and (loosened or (old_eps is None and charged)):
-                why = (f"it would raise the cap ε = {old_eps:g} at δ = {old_delta:g}" if loosened
-                       else f"{dataset.name} already has {len(charged)} charged cell(s)")
-                raise BudgetStoreError(f"not capping {dataset.short}: {why}. A privacy filter is "
-                                       "valid only for a cap fixed before the runs it governs "
-                                       "(docs/accounting.md); pass --force to set it anyway")
-            run("UPDATE dpkit_budget_datasets SET cap_epsilon = :e, cap_delta = :d WHERE "
-                "fingerprint = :f AND neighboring = :n", {"e": float(epsilon), "d": float(delta),
-                                                           "f": dataset.fingerprint, "n": neighboring})
-
-    def cap(self, fingerprint: str, neighboring: str) -> tuple[float, float] | None:
-        """(ε, δ) cap of a dataset, or None."""
+    # ------------------------------------------------------------------ reading
+    def state(self, deep: bool = False) -> State:
+        """The verified state; ``deep`` also checks every dataset's stored records."""
         with self.backend.transaction(write=False) as run:
-            rows = run("SELECT cap_epsilon, cap_delta FROM dpkit_budget_datasets WHERE "
-                       "fingerprint = :f AND neighboring = :n", {"f": fingerprint, "n": neighboring})
-        return (rows[0][0], rows[0][1]) if rows and rows[0][0] is not None else None
-
-    # ------------------------------------------------------------- a run's life
-    def reserve(self, requests: list[Request], spec: str, out_dir: str) -> dict[str, int]:
-        """Reserve every request at once (all or none); returns run ids by dataset fingerprint.
-
-        A capped dataset needs every cell planned and is admitted by the filter; an ``open`` run
-        of the same folder is resumed (its unspent reservations replaced by this plan).
-        """
-        from dpkit.budget.filter import filter_epsilon
-
-        ids: dict[str, int] = {}
-        with self.backend.transaction(write=True) as run:
-            for req in requests:
-                fp, rel = req.dataset.fingerprint, req.neighboring
-                self._ensure_dataset(run, req.dataset, rel)
-                (cap_eps, cap_delta), = run("SELECT cap_epsilon, cap_delta FROM "
-                                            "dpkit_budget_datasets WHERE fingerprint = :f AND "
-                                            "neighboring = :n", {"f": fp, "n": rel})
-                resumed = run("SELECT id FROM dpkit_budget_runs WHERE fingerprint = :f AND "
-                              "neighboring = :n AND out_dir = :o AND state = 'open'",
-                              {"f": fp, "n": rel, "o": out_dir})
-                run_id = resumed[0][0] if resumed else None
-                spent = {c for (c,) in run("SELECT cell FROM dpkit_budget_charges WHERE run_id = "
-                                           ":r AND state = 'spent'", {"r": run_id})}
-                new = {k: v for k, v in req.planned.items() if k not in spent}
-                if cap_eps is not None:
-                    unplanned = [k for k, v in new.items() if v is None]
-                    if unplanned:
-                        raise BudgetStoreError(f"{req.dataset.short} is capped, but cell "
-                                               f"{unplanned[0]} has no planned spends to reserve")
-                    past = self._charges(run, fp, rel, skip_reserved_of=run_id)
-                    planned = [s for v in new.values() for s in (v or [])]
-                    self._admit(req.dataset, cap_eps, cap_delta, past, planned, filter_epsilon, rel)
-                if run_id is None:
-                    (run_id,), = run("SELECT COALESCE(MAX(id), 0) + 1 FROM dpkit_budget_runs")
-                    run("INSERT INTO dpkit_budget_runs VALUES (:i, :f, :n, :s, :o, 'open', :h, :p, "
-                        ":t, :t)", {"i": run_id, "f": fp, "n": rel, "s": spec, "o": out_dir,
-                                    "h": socket.gethostname(), "p": os.getpid(), "t": _now()})
-                else:
-                    run("DELETE FROM dpkit_budget_charges WHERE run_id = :r AND state = "
-                        "'reserved'", {"r": run_id})
-                    run("UPDATE dpkit_budget_runs SET pid = :p, host = :h, updated = :t WHERE id "
-                        "= :r", {"p": os.getpid(), "h": socket.gethostname(), "t": _now(),
-                                 "r": run_id})
-                for cell, spends in new.items():
-                    if spends is not None:
-                        self._charge(run, run_id, cell, "reserved", spends)
-                ids[fp] = run_id
-        return ids
-
-    def commit(self, run_id: int, cell: str, spends: list[dict[str, Any]]) -> None:
-        """Charge ``cell`` what it actually spent (replacing its reservation)."""
-        with self.backend.transaction(write=True) as run:
-            run("DELETE FROM dpkit_budget_charges WHERE run_id = :r AND cell = :c",
-                {"r": run_id, "c": cell})
-            self._charge(run, run_id, cell, "spent", spends)
-
-    def finish(self, run_id: int) -> str:
-        """End a run: ``closed`` (all spent), ``released`` (nothing spent), else stays ``open``."""
-        with self.backend.transaction(write=True) as run:
-            counts = dict(run("SELECT state, COUNT(*) FROM dpkit_budget_charges WHERE run_id = :r "
-                              "GROUP BY state", {"r": run_id}))
-            state = ("released" if not counts.get("spent") else
-                     "open" if counts.get("reserved") else "closed")
-            if state == "released":
-                run("DELETE FROM dpkit_budget_charges WHERE run_id = :r", {"r": run_id})
-            run("UPDATE dpkit_budget_runs SET state = :s, updated = :t WHERE id = :r",
-                {"s": state, "t": _now(), "r": run_id})
+            entries = chain.read_log(run, self.where)
+            state = replay(entries)
+            if deep:
+                self._check_records(run, state)
         return state
 
-    def close(self, run_id: int) -> str:
-        """Give back an open run's unspent reservations (its cells never ran) and end it."""
-        with self.backend.transaction(write=True) as run:
-            if not run("SELECT id FROM dpkit_budget_runs WHERE id = :r", {"r": run_id}):
-                raise BudgetStoreError(f"no run {run_id} in the budget store {self.where}")
-            run("DELETE FROM dpkit_budget_charges WHERE run_id = :r AND state = 'reserved'",
-                {"r": run_id})
-        return self.finish(run_id)
+    def verify(self, expect_head: str | None = None) -> dict[str, Any]:
+        """Check the whole history (chain, head, record sets); raises naming the first bad entry."""
+        from dpkit.budget.verify import verify_store
 
-    # --------------------------------------------------------------- reading
-    def datasets(self) -> list[dict[str, Any]]:
-        """Every dataset in the store with its cap."""
-        with self.backend.transaction(write=False) as run:
-            rows = run("SELECT fingerprint, neighboring, name, basis, cap_epsilon, cap_delta, "
-                       "created FROM dpkit_budget_datasets ORDER BY created, name")
-        keys = ("fingerprint", "neighboring", "name", "basis", "cap_epsilon", "cap_delta", "created")
-        return [dict(zip(keys, r)) for r in rows]
+        return verify_store(self, expect_head)
 
-    def runs(self, fingerprint: str, neighboring: str) -> list[dict[str, Any]]:
-        """Every run charged to a dataset, oldest first, with its charges (cell, state, spends)."""
+    def _check_records(self, run: Any, state: State) -> None:
+        from dpkit.budget.verify import check_records
+
+        check_records(run, state, self.where)
+
+    # -------------------------------------------------------------- datasets
+    def _register(self, run: Any, entries: list, state: State, dataset: DatasetId) -> None:
+        fp = dataset.fingerprint
+        if fp in state.datasets:
+            if dataset.name not in state.datasets[fp]["names"]:
+                state.apply(chain.append(run, entries, "alias", {"id": fp, "name": dataset.name,
+                                                                 "basis": dataset.basis}))
+            return
+        overlaps: dict[str, int] = {}
+        if dataset.records is not None:
+            stored: dict[str, set[str]] = {}
+            for other, record in run("SELECT dataset, record FROM dpkit_budget_records"):
+                stored.setdefault(other, set()).add(record)
+            overlaps = {other: len(dataset.records & recs) for other, recs in stored.items()
+                        if other in state.datasets and dataset.records & recs}
+            run("INSERT INTO dpkit_budget_records (dataset, record) VALUES (:d, :r)",
+                [{"d": fp, "r": r} for r in sorted(dataset.records)])
+        body = {"id": fp, "name": dataset.name, "basis": dataset.basis,
+                "records": len(dataset.records or ()), "overlaps": overlaps}
+        state.apply(chain.append(run, entries, "dataset", body))
+
+    def register(self, dataset: DatasetId) -> None:
+        """Record ``dataset`` (its record hashes and overlaps) if new, or a new name for it."""
+        with self._writing() as (run, entries, state):
+            self._register(run, entries, state, dataset)
+
+    def capped_links(self, dataset: DatasetId) -> list[str]:
+        """Fingerprints of capped datasets sharing a record with ``dataset`` (stored or not)."""
+        state = self.state()
+        if dataset.fingerprint in state.datasets:
+            return [fp for fp in state.linked(dataset.fingerprint) if fp in state.caps]
+        out = []
         with self.backend.transaction(write=False) as run:
-            rows = run("SELECT id, spec, out_dir, state, host, pid, started, updated FROM "
-                       "dpkit_budget_runs WHERE fingerprint = :f AND neighboring = :n ORDER BY id",
-                       {"f": fingerprint, "n": neighboring})
-            charges = run("SELECT c.run_id, c.cell, c.state, c.spends FROM dpkit_budget_charges c "
-                          "JOIN dpkit_budget_runs r ON c.run_id = r.id WHERE r.fingerprint = :f "
-                          "AND r.neighboring = :n ORDER BY c.run_id, c.cell",
-                          {"f": fingerprint, "n": neighboring})
-        keys = ("id", "spec", "out_dir", "state", "host", "pid", "started", "updated")
-        out = [dict(zip(keys, r), charges=[]) for r in rows]
-        by_id = {r["id"]: r for r in out}
-        for run_id, cell, state, spends in charges:
-            by_id[run_id]["charges"].append({"cell": cell, "state": state,
-                                             "spends": json.loads(spends)})
+            for fp in state.caps:
+                if dataset.records is None or not fp.startswith("records:"):
+                    continue
+                recs = {r for (r,) in run("SELECT record FROM dpkit_budget_records WHERE dataset "
+                                          "= :d", {"d": fp})}
+                if recs & dataset.records:
+                    out.append(fp)
         return out
 
+    # ------------------------------------------------------------------ caps
+    def set_cap(self, dataset: DatasetId, relation: str = "add_remove", *,
+                epsilon: float | None = None, delta: float | None = None, eta: float | None = None,
+                anonymity_epsilon: float | None = None, raise_cap: bool = False,
+                reason: str = "") -> dict[str, Any]:
+        """Cap ``dataset`` (see :mod:`dpkit.budget.limits`); returns what it governs and warnings."""
+        from dpkit.budget.limits import cap_change
+
+        with self._writing() as (run, entries, state):
+            self._register(run, entries, state, dataset)
+            body, said = cap_change(state, dataset, relation, epsilon, delta, eta,
+                                    anonymity_epsilon, raise_cap, reason, _who())
+            state.apply(chain.append(run, entries, "cap", body))
+        return said
+
+    def lift_cap(self, dataset: DatasetId, reason: str) -> None:
+        """Remove a dataset's cap: an explicit act, recorded with its reason, user and time."""
+        if not reason.strip():
+            raise BudgetStoreError("lifting a cap needs a reason (--reason), kept in the history")
+        with self._writing() as (run, entries, state):
+            if dataset.fingerprint not in state.caps:
+                raise BudgetStoreError(f"{dataset.short} has no cap to lift")
+            old = state.caps[dataset.fingerprint]
+            state.apply(chain.append(run, entries, "cap", {
+                "id": dataset.fingerprint, "act": "lift", "relation": old.relation,
+                "reason": reason, "by": _who()}))
+
+    # ------------------------------------------------------------- a run's life
+    def reserve(self, cells: Mapping[str, CellPlan], spec: str, out_dir: str,
+                dead_here: bool = False) -> int:
+        """Reserve every cell at once (all or none) and return the run's id.
+
+        Cells reading records of a capped dataset need planned spends, admitted by the caps.
+        ``dead_here``: the caller holds ``out_dir``'s lock, so an open run of that folder on
+        this host is dead, and is settled first.
+        """
+        if dead_here:  # settled whether or not this run is admitted
+            self.take_over(out_dir)
+        with self._writing() as (run, entries, state):
+            for plan in cells.values():
+                self._register(run, entries, state, plan.dataset)
+            new = []
+            for key, plan in cells.items():
+                fp = plan.dataset.fingerprint
+                capped = [c for c in state.linked(fp) if c in state.caps]
+                if capped and plan.spends is None:
+                    raise BudgetStoreError(f"cell {key} reads records of a capped dataset "
+                                           f"({state.datasets[capped[0]]['name']}) but has no "
+                                           "planned spends to reserve; nothing was run")
+                new += [(fp, plan.relation, s) for s in plan.spends or []]
+            admit(state, new, self.where)
+            run_id = max(state.runs, default=0) + 1
+            body = {"run": run_id, "spec": spec, "out_dir": out_dir, "host": socket.gethostname(),
+                    "pid": os.getpid(), "cells": {
+                        k: {"dataset": p.dataset.fingerprint, "relation": p.relation,
+                            "spends": p.spends} for k, p in cells.items()}}
+            state.apply(chain.append(run, entries, "run", body))
+        return run_id
+
+    def take_over(self, out_dir: str) -> list[int]:
+        """Settle the open runs of ``out_dir`` on this host: the caller holds its lock, so their
+        processes are gone. Returns their ids."""
+        with self._writing() as (run, entries, state):
+            dead = [r.id for r in state.runs.values() if r.state == "open"
+                    and r.out_dir == out_dir and r.host == socket.gethostname()]
+            for run_id in dead:
+                self._settle(run, entries, state, run_id, "takeover")
+        return dead
+
+    def charge(self, run_id: int, cell: str, spend: dict[str, Any], attempt: int = 1) -> None:
+        """Charge one spend of ``cell`` before it is recorded (the guard); raises to refuse it."""
+        with self._writing() as (run, entries, state):
+            target = self._open_cell(state, run_id, cell)
+            matched = any(spend_key(s) == spend_key(spend) for s in target.unmatched)
+            if not matched:
+                admit(state, [(target.dataset, target.relation, spend)], self.where,
+                      f"cell {cell}'s spend {spend['label']!r} (×{spend['count']}, not in its "
+                      "reservation)")
+            state.apply(chain.append(run, entries, "charge", {
+                "run": run_id, "cell": cell, "attempt": attempt, "spend": spend,
+                "matched": matched}))
+
+    def end_cell(self, run_id: int, cell: str, outcome: str,
+                 recorded: list[dict[str, Any]] | None = None) -> None:
+        """A cell ended in a live process (``done`` / ``failed``): what it did not charge is given
+        back. ``recorded`` (a finished cell's ledger) is charged now if no guard charged it."""
+        with self._writing() as (run, entries, state):
+            target = self._open_cell(state, run_id, cell)
+            if recorded and not target.charges:  # ran without the guard: charge what it recorded
+                for spend in recorded:
+                    state.apply(chain.append(run, entries, "charge", {
+                        "run": run_id, "cell": cell, "attempt": 0, "spend": spend,
+                        "matched": False, "late": True}))
+            state.apply(chain.append(run, entries, "end", {"run": run_id, "cell": cell,
+                                                           "outcome": outcome}))
+
+    def finish(self, run_id: int) -> str:
+        """End a run whose process is still alive: ``closed`` if it charged anything, else
+        ``released``; cells that never ended are settled (see the module doc)."""
+        with self._writing() as (run, entries, state):
+            return self._settle(run, entries, state, run_id, "finish")
+
+    def close(self, run_id: int, is_live: Callable[[Any], str | None]) -> str:
+        """Settle a run whose process is gone; ``is_live(run)`` says why it may still be alive."""
+        with self._writing() as (run, entries, state):
+            if run_id not in state.runs:
+                raise BudgetStoreError(f"no run {run_id} in the budget store {self.where}")
+            target = state.runs[run_id]
+            if target.state != "open":
+                return target.state
+            alive = is_live(target)
+            if alive:
+                raise BudgetStoreError(f"run {run_id} is not closed: {alive}")
+            return self._settle(run, entries, state, run_id, "close")
+
     # --------------------------------------------------------------- helpers
-    @staticmethod
-    def _ensure_dataset(run: Run, dataset: DatasetId, neighboring: str) -> None:
-        if not run("SELECT 1 FROM dpkit_budget_datasets WHERE fingerprint = :f AND neighboring = :n",
-                   {"f": dataset.fingerprint, "n": neighboring}):
-            run("INSERT INTO dpkit_budget_datasets VALUES (:f, :n, :name, :b, NULL, NULL, :t)",
-                {"f": dataset.fingerprint, "n": neighboring, "name": dataset.name,
-                 "b": dataset.basis, "t": _now()})
+    def _writing(self) -> Any:
+        return _Writing(self)
 
-    @staticmethod
-    def _charges(run: Run, fingerprint: str, neighboring: str,
-                 skip_reserved_of: int | None = None) -> list[dict[str, Any]]:
-        rows = run("SELECT c.run_id, c.state, c.spends FROM dpkit_budget_charges c JOIN "
-                   "dpkit_budget_runs r ON c.run_id = r.id WHERE r.fingerprint = :f AND "
-                   "r.neighboring = :n", {"f": fingerprint, "n": neighboring})
-        return [s for run_id, state, spends in rows
-                if not (run_id == skip_reserved_of and state == "reserved")
-                for s in json.loads(spends)]
+    def _open_cell(self, state: State, run_id: int, cell: str) -> Any:
+        target = state.runs.get(run_id)
+        if target is None or cell not in target.cells:
+            raise BudgetStoreError(f"no cell {cell} of run {run_id} in the budget store {self.where}")
+        if target.state != "open" or target.cells[cell].ended is not None:
+            raise BudgetStoreError(f"run {run_id} cell {cell} was already settled "
+                                   f"({target.state}); its spends cannot be charged to it")
+        return target.cells[cell]
 
-    @staticmethod
-    def _charge(run: Run, run_id: int, cell: str, state: str, spends: list[dict[str, Any]]) -> None:
-        run("INSERT INTO dpkit_budget_charges VALUES (:r, :c, :s, :j, :t)",
-            {"r": run_id, "c": cell, "s": state, "j": json.dumps(spends, allow_nan=False),
-             "t": _now()})
+    def _settle(self, run: Any, entries: list, state: State, run_id: int, by: str) -> str:
+        target = state.runs[run_id]
+        if target.state != "open":
+            return target.state
+        cells = {k: ("spent" if c.charges else "released")
+                 for k, c in target.cells.items() if c.ended is None}
+        charged = any(c.charges for c in target.cells.values())
+        state.apply(chain.append(run, entries, "settle", {
+            "run": run_id, "by": by, "cells": cells, "state": "closed" if charged else "released"}))
+        return target.state
 
-    @staticmethod
-    def _admit(dataset: DatasetId, cap_eps: float, cap_delta: float, past: list, planned: list,
-               filter_epsilon: Any, neighboring: str) -> None:
-        from dpkit.accounting import guarantee_from_dict
 
-        def pairs(spends: list) -> list:
-            return [(guarantee_from_dict(s["guarantee"]), int(s["count"])) for s in spends]
+class _Writing:
+    """A write transaction with the verified log and its replayed state."""
 
+    def __init__(self, store: BudgetStore):
+        self.store = store
+
+    def __enter__(self) -> tuple[Any, list, State]:
+        self._cm = self.store.backend.transaction(write=True)
+        run = self._cm.__enter__()
         try:
-            before = filter_epsilon(pairs(past), cap_delta, neighboring)
-            after = filter_epsilon(pairs(past + planned), cap_delta, neighboring)
-        except Exception as exc:  # noqa: BLE001 - anything the filter cannot bound is refused
-            raise BudgetExceededError(f"{dataset.short} is capped at ε = {cap_eps:g} at δ = "
-                                      f"{cap_delta:g}, and this run's spends cannot be counted "
-                                      f"against it: {exc}; nothing was run") from None
-        if not after <= cap_eps * (1 + CAP_TOLERANCE):
-            raise BudgetExceededError(
-                f"{dataset.short} is capped at ε = {cap_eps:g} at δ = {cap_delta:g} ({neighboring}); "
-                f"its runs so far have spent ε = {before:.6g} (privacy filter) and this run's "
-                f"planned spends would bring it to {after:.6g}; remaining ε = "
-                f"{max(cap_eps - before, 0.0):.6g}; nothing was run (dpkit budget status shows "
-                "every charge)")
+            entries = chain.read_log(run, self.store.where)
+        except BaseException as exc:
+            self._cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return run, entries, replay(entries)
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._cm.__exit__(*exc)
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+

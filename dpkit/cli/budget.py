@@ -3,7 +3,7 @@
 ``dpkit budget dpsgd --noise-multiplier 4 --sampling-rate 0.01 --steps 10000 --delta 1e-5``
 ``dpkit budget calibrate --target-epsilon 1 --delta 1e-5 --sampling-rate 0.01 --steps 1000``
 ``dpkit budget spec specs/quick.yaml`` — every command takes ``--json``; the budget store's
-``status`` / ``cap`` / ``close`` live in :mod:`dpkit.cli.budget_store`.
+``status`` / ``cap`` / ``lift`` / ``close`` / ``verify`` live in :mod:`dpkit.cli.budget_store`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from dpkit.data.records import record_hashes
 from dpkit.data.types import TextDataset, TextSplit
 
 
@@ -26,7 +27,11 @@ def seeded_split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, n
 def build_dataset(name: str, raw: Mapping[str, tuple[Sequence[str], Sequence[str] | None]],
                   label_names: tuple[str, ...] | None, max_examples: int | None, seed: int,
                   provenance: str) -> TextDataset:
-    """A TextDataset from raw per-split texts / string labels, subsampled per split."""
+    """A TextDataset from raw per-split texts / string labels, subsampled per split.
+
+    ``meta["record_hashes"]`` holds the hash of every record of the whole corpus (all of ``raw``,
+    before subsampling): every subsample of a corpus is charged to the corpus's budget.
+    """
     index = {lab: i for i, lab in enumerate(label_names or ())}
     splits, full_sizes = {}, {}
     for split, (texts, labels) in raw.items():
@@ -34,5 +39,7 @@ def build_dataset(name: str, raw: Mapping[str, tuple[Sequence[str], Sequence[str
         keep = subsample(len(texts), max_examples, seed)
         ids = None if labels is None else [index[labels[i]] for i in keep]
         splits[split] = TextSplit([texts[i] for i in keep], ids)
+    records = record_hashes(t for texts, _ in raw.values() for t in texts)
     return TextDataset(name, splits, label_names, provenance,
-                       {"full_sizes": full_sizes, "max_examples": max_examples, "seed": seed})
+                       {"full_sizes": full_sizes, "max_examples": max_examples, "seed": seed,
+                        "record_hashes": records})

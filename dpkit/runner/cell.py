@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from dpkit.accounting.ledger import Ledger
+from dpkit.accounting.ledger import Ledger, active_guard
 from dpkit.base.cache import cache_root
 from dpkit.contract.context import RunContext, load_component
 from dpkit.contract.protocols import DeclaresReleases, PlansSpends
@@ -87,6 +87,8 @@ def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool 
 
     privacy = PrivacySettings.model_validate(cell.privacy)
     ledger = ledger if ledger is not None else ledger_for(privacy)
+    if not planning and ledger.guard is None:
+        ledger.guard = active_guard()  # the runner's budget guard: charged before it is recorded
     defense = defense_for(cell, registry)
     if planning and (isinstance(defense, PlansSpends) or not isinstance(defense, DeclaresReleases)):
         if isinstance(defense, PlansSpends):

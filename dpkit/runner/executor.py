@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterable, Protocol
+from typing import Any, Callable, ClassVar, Iterable, Protocol
 
 from dpkit.base.errors import BudgetExceededError
 from dpkit.spec.cells import Cell
@@ -16,6 +16,8 @@ from dpkit.spec.cells import Cell
 OnResult = Callable[[Cell, dict], None]
 OnFailure = Callable[[Cell, str], None]
 Progress = Callable[[str], None]
+GuardFor = Callable[[Cell, int], Any]
+"""(cell, attempt) -> the guard of that attempt's ledger (:mod:`dpkit.runner.budget`), or None."""
 
 # deterministic refusals: running the cell again gives the same answer
 NEVER_RETRIED: tuple[type[BaseException], ...] = (BudgetExceededError,)
@@ -25,6 +27,7 @@ class Executor(Protocol):
     """Runs cells, calling ``on_result`` or ``on_failure`` once per cell; stops when asked."""
 
     name: ClassVar[str]
+    guard_for: GuardFor | None  # set by the runner; every attempt runs under its guard
 
     def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
             should_stop: Callable[[], bool], progress: Progress | None = None) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Callable, ClassVar, Iterable
 
+from dpkit.accounting.ledger import guarding
 from dpkit.runner.execute import execute_cell
-from dpkit.runner.executor import OnFailure, OnResult, Progress, RetryPolicy, describe_failure
+from dpkit.runner.executor import (GuardFor, OnFailure, OnResult, Progress, RetryPolicy,
+                                   describe_failure)
 from dpkit.spec.cells import Cell
 
 
@@ -18,6 +20,7 @@ class LocalExecutor:
         self.policy = policy or RetryPolicy()
         self.registry = registry
         self.noise_secret: str | None = None  # the run's (set by run_spec)
+        self.guard_for: GuardFor | None = None  # set by the runner: (cell, attempt) -> a guard
 
     def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
             should_stop: Callable[[], bool], progress: Progress | None = None) -> None:
@@ -27,9 +30,11 @@ class LocalExecutor:
                 return
             failed = 0
             while True:
+                guard = self.guard_for(cell, failed + 1) if self.guard_for else None
                 try:
-                    row = execute_cell(cell, registry=self.registry, progress=progress,
-                                       noise_secret=self.noise_secret)
+                    with guarding(guard):  # every attempt is charged as it spends
+                        row = execute_cell(cell, registry=self.registry, progress=progress,
+                                           noise_secret=self.noise_secret)
                 except Exception as exc:
                     failed += 1
                     if self.policy.should_retry(exc, failed):

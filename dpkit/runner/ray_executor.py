@@ -12,11 +12,12 @@ import os
 from typing import Callable, ClassVar, Iterable
 
 from dpkit.base.errors import DpkitError
-from dpkit.runner.executor import OnFailure, OnResult, Progress, RetryPolicy, describe_failure
+from dpkit.runner.executor import (GuardFor, OnFailure, OnResult, Progress, RetryPolicy,
+                                   describe_failure)
 from dpkit.spec.cells import Cell
 
 _ENV_VARS = ("DPKIT_LOAD_PLUGINS", "DPKIT_DISABLED_PLUGINS", "DPKIT_EXTRA_PLUGINS", "DPKIT_CACHE",
-             "HF_HUB_OFFLINE")
+             "HF_HUB_OFFLINE", "DPKIT_BUDGET_STORE")
 
 
 def _import_ray():
@@ -29,12 +30,15 @@ def _import_ray():
     return ray
 
 
-def _run_cell(raw: dict, noise_secret: str | None) -> dict:
-    """Worker side: rebuild the cell and run it with the worker's own plug-in registry; the
-    cell's server is a Ray actor of its own."""
+def _run_cell(raw: dict, noise_secret: str | None = None, guard=None) -> dict:
+    """Worker side: rebuild the cell and run it with the worker's own plug-in registry, its ledger
+    guarded by ``guard`` (the budget store's charge, made from the worker); the cell's server is
+    a Ray actor of its own."""
+    from dpkit.accounting.ledger import guarding
     from dpkit.runner.execute import execute_cell
 
-    return execute_cell(Cell.from_dict(raw), noise_secret=noise_secret, server="ray")
+    with guarding(guard):
+        return execute_cell(Cell.from_dict(raw), noise_secret=noise_secret, server="ray")
 
 
 class RayExecutor:
@@ -48,6 +52,7 @@ class RayExecutor:
         self.policy = policy or RetryPolicy()
         self.noise_secret: str | None = None  # the run's (set by run_spec)
         self.address, self.num_cpus = address, num_cpus
+        self.guard_for: GuardFor | None = None  # set by the runner: (cell, attempt) -> a guard
 
     def _init(self) -> None:
         env = {k: os.environ[k] for k in _ENV_VARS if k in os.environ}
@@ -72,9 +77,10 @@ class RayExecutor:
 
         def submit(cell: Cell) -> None:
             res = cell.resources or {}
-            ref = remote.options(num_cpus=res.get("cpus", 1), num_gpus=res.get("gpus", 0),
-                                 max_retries=max(self.policy.retries, 1)).remote(
-                                     cell.to_dict(), self.noise_secret)
+            guard = self.guard_for(cell, attempts.get(cell.key, 0) + 1) if self.guard_for else None
+            task = remote.options(num_cpus=res.get("cpus", 1), num_gpus=res.get("gpus", 0),
+                                  max_retries=max(self.policy.retries, 1))
+            ref = task.remote(cell.to_dict(), self.noise_secret, guard)
             running[ref] = cell
 
         window = max(1, int(ray.cluster_resources().get("CPU", 1)))

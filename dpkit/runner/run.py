@@ -10,8 +10,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from dpkit.base.errors import BudgetExceededError, BudgetStoreError
 from dpkit.runner.executor import Executor, RetryPolicy
-from dpkit.runner.lock import OutputLock
+from dpkit.runner.lock import LOCK_NAME, OutputLock
 from dpkit.runner.preflight import preflight
 from dpkit.runner.store import ResultStore
 from dpkit.spec import Cell, Spec, check_spec
@@ -54,6 +55,25 @@ class _StopFlag:
             signal.signal(sig, old)
 
 
+class _Refused(Exception):
+    """The budget store refused the run at admission (carries the error to re-raise)."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _remove_made(out: Path, made: list[Path], had_lock: bool) -> None:
+    """Remove the lock file and the (empty) folders this run created before it was refused."""
+    if not had_lock:
+        (out / LOCK_NAME).unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+
+
 def make_executor(name: str, retries: int = 0, address: str | None = None,
                   registry=None) -> Executor:
     """The executor called ``name`` (``local`` or ``ray``), both with the same retry policy.
@@ -92,8 +112,14 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
     preflight(spec, [c for c in cells if c.key not in done], registry,
               say=lambda line: print(line, file=sys.stderr) if show_progress else None)
     runner = make_executor(executor, retries=retries, address=address, registry=registry)
-    with OutputLock(out):
-        return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
+    made = [p for p in (out, *out.parents) if not p.exists()]  # folders the lock would create
+    had_lock = (out / LOCK_NAME).exists()
+    try:
+        with OutputLock(out):
+            return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
+    except _Refused as refused:  # refused at admission: leave no output folder or lock behind
+        _remove_made(out, made, had_lock)
+        raise refused.error from None
 
 
 def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fresh: bool,
@@ -103,10 +129,14 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
     from dpkit.report import write_outputs
 
     store = ResultStore(out)
+    pending = [c for c in cells if fresh or not store.done(c.key)]
+    try:  # the budget store: verified, and every cap checked, before any cell
+        budget = reserve_run(spec, pending, out, registry)
+    except (BudgetExceededError, BudgetStoreError) as exc:
+        raise _Refused(exc) from None
     if fresh:
         store.clear()
-    pending = [c for c in cells if not store.done(c.key)]
-    budget = reserve_run(spec, pending, out, registry)  # the budget store; refuses before any cell
+    runner.guard_for = budget.guard_for  # each attempt's ledger charges the store first
     runner.noise_secret = noise_secret(out, renew=fresh)  # type: ignore[attr-defined]
     outcome = RunOutcome(out, [], skipped=len(cells) - len(pending))
     bar = tqdm(total=len(cells), initial=outcome.skipped, unit="cell", desc=spec.name,
@@ -119,6 +149,7 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         bar.update(1)
 
     def on_failure(cell: Cell, error: str) -> None:
+        budget.fail(cell.key)  # what it charged stays charged
         store.record_failure(cell.key, cell.method, error)
         outcome.failures.append((cell, error))
         bar.write(f"cell {cell.key} ({cell.method} {cell.point or ''}) failed: {error}")

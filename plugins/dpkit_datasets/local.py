@@ -8,7 +8,6 @@ file named, before any cell runs.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.data.sources import CatalogueEntry, sha256_file
+from dpkit.data.sources import CatalogueEntry
 from dpkit.data.splits import build_dataset, seeded_split
 from dpkit.data.types import TextDataset
 from dpkit.base.errors import DataSourceError
@@ -173,16 +172,6 @@ class LocalFiles(CatalogueEntry):
     size: ClassVar[str] = "yours"
     inner: ClassVar[str] = "a local file (params.path)"
     Params: ClassVar[type[dpkit.Params]] = LocalFileParams
-
-    def content_fingerprint(self) -> tuple[str, str]:
-        """sha256 of the file (of every file, by relative path, in a datasets folder)."""
-        path = Path(self.params.path).expanduser().resolve()
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        h = hashlib.sha256()
-        for f in files:
-            h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode() + b"\0")
-            h.update(sha256_file(f, progress=False).encode())
-        return h.hexdigest(), f"{path} ({len(files)} file{'s' * (len(files) != 1)}, sha256)"
 
     def load(self) -> TextDataset:
         """Texts, labels and splits of the file (seeded split when it has no split column)."""

@@ -1,0 +1,51 @@
+"""Specs and numbers the run-level budget tests share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dpkit.budget.filter import filter_epsilon_by_relation
+from dpkit.budget.store import BudgetStore
+
+
+def write_spec(folder: Path, name: str = "s", *, data: str = "{name: toy_text, params: {n_docs: 16}}",
+               defense: str = "toy_noise", etas: str = "[0.01]", privacy: str = "",
+               attacks: str = "[{name: toy_attack}]") -> Path:
+    """A toy spec file in ``folder`` (its output under ``folder/out-NAME``)."""
+    path = folder / f"{name}.yaml"
+    path.write_text(f"""
+name: {name}
+data: {data}
+model: {{name: toy_space}}
+defense: {{name: {defense}, label: T, params: {{eta: 0.01}}, sweep: {{eta: {etas}}}}}
+attacks: {attacks}
+seeds: [0]
+device: cpu
+{privacy}
+report: {{x: eta, utility: preserved, privacy: toy_top1}}
+output: {folder / f"out-{name}"}
+""")
+    return path
+
+
+def plan_pairs(path: Path) -> list:
+    """(guarantee, count) of every planned spend of one run of the spec at ``path``."""
+    from dpkit.accounting import guarantee_from_dict
+    from dpkit.runner.plan import plan_spec
+
+    return [(guarantee_from_dict(s["guarantee"]), int(s["count"]))
+            for p in plan_spec(str(path)) for _ in p["seeds"] for s in p["spends"]]
+
+
+def planned(path: Path) -> float:
+    """The filter ε (add/remove, δ = 1e-5) of one run of the spec at ``path``, from its plan."""
+    return filter_epsilon_by_relation({"add_remove": plan_pairs(path)}, 1e-5, "add_remove")
+
+
+def spent(store: BudgetStore, name: str = "toy_text") -> dict:
+    """The totals of the dataset reached under ``name`` (status's numbers)."""
+    from dpkit.budget.status import dataset_status, find_datasets
+
+    state = store.state()
+    (row,) = find_datasets(state, name)
+    return dataset_status(state, row)
