@@ -45,7 +45,7 @@ class SendsUndeclared(ToyNoise):
     def run(self, ctx) -> DefenseResult:
         """The declared release, then one it never declared."""
         result = super().run(ctx)
-        ctx.wire.send("raw_texts", torch.ones(4, 8), observe="raw")
+        ctx.wire.send("raw_texts", torch.ones(4, 8))
         return result
 
 
@@ -78,10 +78,9 @@ class ToyMetric(Component):
         """Send noisy token vectors (the noise is not what is tested here)."""
         declare_releases(self, ctx)
         ids = torch.cat(ctx.model.encode(ctx.dataset["test"].texts))
-        sent = ctx.wire.send("embeddings", ctx.model.vectors[ids] + 1.0, observe="embeddings")
-        return DefenseResult(metrics={"preserved": float(sent.shape[0] > 0)},
-                             view=ctx.wire.view(knowledge={"space": ctx.model},
-                                                truth={"token_ids": ids}))
+        ctx.wire.send("embeddings", ctx.model.vectors[ids] + 1.0)
+        return DefenseResult(metrics={"preserved": float(len(ids) > 0)},
+                             truth={"token_ids": ids})
 
 
 @hookimpl

@@ -142,8 +142,9 @@ def test_the_wire_refuses_an_undeclared_send_before_the_server_sees_it(private_b
     from dpkit.budget.fingerprint import dataset_id
     from dpkit.budget.store import CellPlan
     from dpkit.data.records import record_hashes
-    from dpkit.release.wire import Release, Wire
+    from dpkit.release.wire import Release
     from dpkit.runner.budget import CellGuard
+    from dpkit.testing.boundary import recording_wire
 
     corpus = dataset_id("c", record_hashes(["one", "two"]))
     store = BudgetStore(private_budget_store)
@@ -154,12 +155,12 @@ def test_the_wire_refuses_an_undeclared_send_before_the_server_sees_it(private_b
 
     plan[0]["guarantee"] = guarantee_to_dict(DpGuarantee.pure(1.0))
     run_id = store.reserve({"cell": CellPlan(corpus, "add_remove", plan)}, "w", "/o")
-    wire = Wire(Ledger(guard=CellGuard(store.location, run_id, "cell")))
-    wire.declare([Release("sum", DpGuarantee.pure(1.0), "sum", count=1)])
-    wire.send("sum", torch.ones(1), observe="sum")
+    wire, server = recording_wire(Release("sum", DpGuarantee.pure(1.0), "sum", count=1),
+                                  ledger=Ledger(guard=CellGuard(store.location, run_id, "cell")))
+    wire.send("sum", torch.ones(1))
     with pytest.raises(BudgetExceededError):
-        wire.send("raw", torch.ones(3), observe="raw")
-    assert "raw" not in wire.observed
+        wire.send("raw", torch.ones(3))
+    assert [m["name"] for m in server.got] == ["sum"]  # the refused send never crossed
     with pytest.raises(BudgetExceededError):  # what the wire records for units past a declaration
         wire.ledger.spend(NoGuarantee("2 units beyond the declaration"), "sum (over declaration)")
     assert [c["label"] for c in store.state().runs[run_id].cells["cell"].charges] == ["sum"]
