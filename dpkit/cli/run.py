@@ -37,7 +37,7 @@ def written_files(out) -> str:
 def _run(args) -> int:
     from dpkit.report import render_table
     from dpkit.runner import run_spec
-    from dpkit.spec import load_spec, parse_spec, read_yaml
+    from dpkit.spec import parse_structure, read_yaml
 
     if args.retries < 0:
         print(f"error: --retries must be ≥ 0, got {args.retries}", file=sys.stderr)
@@ -45,18 +45,17 @@ def _run(args) -> int:
     if args.seeds is not None and args.seeds < 1:
         print(f"error: --seeds must be ≥ 1, got {args.seeds}", file=sys.stderr)
         return 2
-    if args.device or args.seeds:
-        raw = read_yaml(args.spec)
-        if args.device:
-            raw["device"] = args.device
-        if args.seeds:
-            raw["seeds"] = list(range(args.seeds))
-            for entry in [raw.get("defense"), raw.get("mechanism"), *raw.get("baselines", [])]:
-                if isinstance(entry, dict):
-                    entry.pop("seeds", None)  # --seeds N applies to every method
-        spec = parse_spec(raw, args.spec)
-    else:
-        spec = load_spec(args.spec)
+    raw = read_yaml(args.spec)
+    if args.device:
+        raw["device"] = args.device
+    if args.seeds:
+        raw["seeds"] = list(range(args.seeds))
+        for entry in [raw.get("defense"), raw.get("mechanism"), *(raw.get("baselines") or [])]:
+            if isinstance(entry, dict):
+                entry.pop("seeds", None)  # --seeds N applies to every method
+    # structure only: run_spec locks the output folder, then loads the plug-ins and checks
+    # every cell, so a second run into a busy folder is refused before any of that
+    spec = parse_structure(raw, str(args.spec))
     if spec.device.startswith("cuda"):
         import torch
 

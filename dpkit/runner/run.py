@@ -78,21 +78,21 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
              show_progress: bool = True, registry=None) -> RunOutcome:
     """Run every pending cell of ``spec``; results go to ``out_dir`` (default from the spec).
 
-    Every cell is checked before any runs (:func:`dpkit.spec.check_spec`), and the guarantees
-    that need the data on the first pending cell of each method
-    (:func:`dpkit.runner.preflight.preflight`); the output folder is locked for the run
-    (:class:`dpkit.runner.lock.OutputLock`: a second run refuses).
+    The output folder is locked first (:class:`dpkit.runner.lock.OutputLock`: a second run into
+    it refuses at once, before any plug-in, data or model is loaded). Then every cell is checked
+    before any runs (:func:`dpkit.spec.check_spec`), and the guarantees that need the data on the
+    first pending cell of each method (:func:`dpkit.runner.preflight.preflight`).
     """
-    from dpkit.contract.plugins import get_registry
-
-    registry = registry or get_registry()
     out = Path(out_dir) if out_dir else spec.output_dir()
-    cells = check_spec(spec, registry)
-    done = set() if fresh else set(ResultStore(out).rows)
-    preflight(spec, [c for c in cells if c.key not in done], registry,
-              say=lambda line: print(line, file=sys.stderr) if show_progress else None)
-    runner = make_executor(executor, retries=retries, address=address, registry=registry)
     with OutputLock(out):
+        from dpkit.contract.plugins import get_registry
+
+        registry = registry or get_registry()
+        cells = check_spec(spec, registry)
+        done = set() if fresh else set(ResultStore(out).rows)
+        preflight(spec, [c for c in cells if c.key not in done], registry,
+                  say=lambda line: print(line, file=sys.stderr) if show_progress else None)
+        runner = make_executor(executor, retries=retries, address=address, registry=registry)
         return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
 
 
