@@ -67,7 +67,7 @@ def _run(args) -> int:
     outcome = run_spec(spec, args.out, fresh=args.fresh, executor=args.executor,
                        retries=args.retries, address=args.address,
                        show_progress=not args.no_progress)
-    print(render_table(spec, outcome.rows, wide=args.wide))
+    print(render_table(spec, outcome.rows, wide=args.wide, reference=outcome.reference))
     print(f"\n{len(outcome.rows)} cells finished ({outcome.ran} run now, {outcome.skipped} "
           f"resumed from earlier runs), {len(outcome.failures)} failed; "
           f"{written_files(outcome.out_dir)}")

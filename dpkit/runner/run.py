@@ -27,6 +27,7 @@ class RunOutcome:
     interrupted: bool = False
     ran: int = 0
     skipped: int = 0
+    reference: dict | None = None  # reference.json: what the report needs besides the rows
 
 
 class _StopFlag:
@@ -100,6 +101,7 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
                 show_progress: bool, registry=None) -> RunOutcome:
     from dpkit.runner.budget import reserve_run
     from dpkit.report import write_outputs
+    from dpkit.report.reference import measure_reference
 
     store = ResultStore(out)
     if fresh:
@@ -135,5 +137,7 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         bar.close()
         budget.finish()
     outcome.rows = [store.rows[c.key] for c in cells if store.done(c.key)]
-    write_outputs(spec, cells, outcome.rows, out)
+    if outcome.rows:  # measured here, where data and model are at hand; `dpkit report` reads it
+        outcome.reference = measure_reference(spec, outcome.rows, registry)
+    write_outputs(spec, cells, outcome.rows, out, outcome.reference)
     return outcome
