@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpkit.base.errors import DpkitError
 from dpkit.base.jsonutil import restore_floats
 from dpkit.cli.run import written_files
-from dpkit.spec import Spec
+
+if TYPE_CHECKING:  # the spec machinery is imported when a report is made, not when dpkit starts
+    from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
 RUN_ONLY = ("seeds", "output", "device", "resources")
@@ -37,7 +40,7 @@ def register(sub) -> None:
 def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dict]]:
     """(spec, rows) of one run folder."""
     from dpkit.runner.store import ResultStore
-    from dpkit.spec import load_spec
+    from dpkit.spec import Spec, load_spec
 
     if not (folder / "results.jsonl").is_file():
         raise DpkitError(f"{folder}: no results.jsonl; give a folder that `dpkit run` wrote to")

@@ -50,6 +50,11 @@ class OutputLock:
         self._fd = fd
         return self
 
+    def guards(self, out_dir: str | Path) -> bool:
+        """Whether this lock is held and is the lock of ``out_dir``."""
+        return self._fd is not None and \
+            (Path(out_dir) / LOCK_NAME).resolve() == self.path.resolve()
+
     def _open_locked(self) -> int | None:
         """The locked descriptor of the file now at ``self.path``; None if that file was removed
         or replaced while we locked it (then the lock we got guards nothing: try again)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -28,6 +29,7 @@ class RunOutcome:
     ran: int = 0
     skipped: int = 0
     reference: dict | None = None  # reference.json: what the report needs besides the rows
+    budget_store: str | None = None  # where this run's privacy spends were recorded, if anywhere
 
 
 class _StopFlag:
@@ -55,6 +57,22 @@ class _StopFlag:
             signal.signal(sig, old)
 
 
+FIRST_USE = """\
+dpkit: recording this run's privacy spends in the budget store {where}
+  (created now; every `dpkit run` adds its spends there, so a dataset's total ε counts every run
+  on it: `dpkit budget status` lists them, `dpkit budget cap` caps a dataset). To move it, set
+  DPKIT_BUDGET_STORE to a file or an SQLAlchemy URL; to stop recording, DPKIT_BUDGET_STORE=off."""
+
+
+def _store_is_new() -> bool:
+    """Whether the default budget store is an SQLite file that does not exist yet (this run will
+    create it: then its first-use notice is printed)."""
+    from dpkit.budget.store import default_location
+
+    location = default_location()
+    return location is not None and "://" not in location and not Path(location).expanduser().exists()
+
+
 def make_executor(name: str, retries: int = 0, address: str | None = None,
                   registry=None) -> Executor:
     """The executor called ``name`` (``local`` or ``ray``), both with the same retry policy.
@@ -76,16 +94,19 @@ def make_executor(name: str, retries: int = 0, address: str | None = None,
 
 def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = False,
              executor: str = "local", retries: int = 0, address: str | None = None,
-             show_progress: bool = True, registry=None) -> RunOutcome:
+             show_progress: bool = True, registry=None,
+             held: OutputLock | None = None) -> RunOutcome:
     """Run every pending cell of ``spec``; results go to ``out_dir`` (default from the spec).
 
     The output folder is locked first (:class:`dpkit.runner.lock.OutputLock`: a second run into
     it refuses at once, before any plug-in, data or model is loaded). Then every cell is checked
     before any runs (:func:`dpkit.spec.check_spec`), and the guarantees that need the data on the
-    first pending cell of each method (:func:`dpkit.runner.preflight.preflight`).
+    first pending cell of each method (:func:`dpkit.runner.preflight.preflight`). ``held``: the
+    lock of ``out_dir`` already taken by the caller (``dpkit run`` takes it before it imports
+    anything heavy).
     """
     out = Path(out_dir) if out_dir else spec.output_dir()
-    with OutputLock(out):
+    with contextlib.nullcontext() if held is not None and held.guards(out) else OutputLock(out):
         from dpkit.contract.plugins import get_registry
 
         registry = registry or get_registry()
@@ -107,8 +128,13 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
     if fresh:
         store.clear()
     pending = [c for c in cells if not store.done(c.key)]
+    first_use = _store_is_new()
     budget = reserve_run(spec, pending, out, registry)  # the budget store; refuses before any cell
     outcome = RunOutcome(out, [], skipped=len(cells) - len(pending))
+    if budget.store is not None:
+        outcome.budget_store = budget.store.where
+        if first_use:
+            print(FIRST_USE.format(where=budget.store.where), file=sys.stderr, flush=True)
     bar = tqdm(total=len(cells), initial=outcome.skipped, unit="cell", desc=spec.name,
                disable=not show_progress, dynamic_ncols=True)
 

@@ -99,7 +99,7 @@ def _traced_run(tmp_path, out, trace):
 name: traced
 data: {{name: traced_text}}
 model: {{name: traced_space}}
-defense: {{name: toy_noise, params: {{sleep: 0.5}}, sweep: {{eta: [1, 2, 3, 4, 5, 6, 7, 8]}}}}
+defense: {{name: toy_noise, params: {{sleep: 10}}, sweep: {{eta: [1, 2, 3, 4, 5, 6, 7, 8]}}}}
 device: cpu
 output: {out}
 """)
