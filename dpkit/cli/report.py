@@ -103,8 +103,7 @@ def _report(args) -> int:
     if len(folders) > 1 or out != folders[0]:
         _write_rows(rows, out)
     reference = merge_references([read_reference(f) for f in folders])
-    write_outputs(spec, _relabel_cells(spec), rows, out,
-                  reference if out != folders[0] else None)
+    write_outputs(spec, _relabel_cells(spec), rows, out, reference)
     print(render_table(spec, rows, wide=args.wide, reference=reference))
     print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
           f"{written_files(out)}")

@@ -12,7 +12,8 @@ from pathlib import Path
 from dpkit.budget.summary import rows_privacy, spec_privacy_text
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
 from dpkit.report.reference import FILE as REFERENCE_FILE
-from dpkit.report.reference import reference_note, reference_rows, space_scales, write_reference
+from dpkit.report.reference import (reference_agg, reference_note, reference_rows, space_scales,
+                                    write_reference)
 from dpkit.report.table import (
     BLANK,
     PRIVACY_COLUMNS,
@@ -166,8 +167,9 @@ def write_ledger(rows: list[dict], path: Path, total: dict | None = None) -> Non
 
 def write_outputs(spec, cells, rows: list[dict], out: Path, reference: dict | None = None) -> None:
     """results.csv (summary), cells.csv, ledger.json, claims.json, spec.json and the plot for the
-    finished rows (relabelled from ``cells`` when given); ``reference.json`` when ``reference``
-    is given (the run measures it; ``dpkit report`` keeps the folder's own)."""
+    finished rows (relabelled from ``cells`` when given); ``reference.json`` (and the plot's
+    reference levels) when ``reference`` is given: the run measures it, ``dpkit report`` passes
+    the folder's own."""
     if not rows:
         return
     labels = {c.key: c.method for c in cells}
@@ -193,5 +195,6 @@ def write_outputs(spec, cells, rows: list[dict], out: Path, reference: dict | No
         (out / "claims.json").unlink(missing_ok=True)
     from dpkit.report.plot import plot_tradeoff
 
-    plot_tradeoff(spec, aggregate(rows), metric_columns(rows, spec.report), out / "tradeoff.png",
-                  verdicts)
+    metrics = metric_columns(rows, spec.report)
+    plot_tradeoff(spec, aggregate(rows) + reference_agg(rows, metrics, reference), metrics,
+                  out / "tradeoff.png", verdicts)

@@ -123,6 +123,18 @@ def reference_rows(rows: list[dict], shown: list[str], reference: dict | None
     return [(label, values) for label, values in out if values]
 
 
+def reference_agg(rows: list[dict], metrics: list[str], reference: dict | None) -> list[dict]:
+    """The reference rows as rows of :func:`dpkit.report.aggregate` without a sweep point (the
+    plot draws them as dashed levels)."""
+    out = []
+    for label, values in reference_rows(rows, metrics, reference):
+        stats = {m: v for m, v in values.items() if hasattr(v, "n")}
+        out.append({"method": label, "point": {}, "seeds": 0, "uncovered": [], "stats": stats,
+                    "values": {m: v.mean if hasattr(v, "n") else float(v)
+                               for m, v in values.items()}})
+    return out
+
+
 def _per_seed(rows: list[dict], metric: str) -> Any:
     """A :class:`dpkit.evidence.Summary` over seeds of ``metric`` (each seed's mean over its
     cells), or None where no cell reports it."""

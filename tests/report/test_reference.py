@@ -107,3 +107,41 @@ def test_attack_success_points_down_and_privacy_up():
     assert arrow("knn_top1") == arrow("inversion_cosine_top1") == arrow("recovery_at1") == "↓"
     assert arrow("ep") == arrow("auc") == arrow("rougeL_generation") == "↑"
     assert direction("made_up_metric") is None and arrow("made_up_metric") == ""
+
+
+REFERENCE_LABELS = ("no noise", "plaintext", "η = ∞", "noiseless", "non-private", "public only")
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_spec_has_a_floor_or_ceiling_in_its_default_table(path):
+    """A chance row (accuracy: the majority class; AUC 0.5), a no-noise row from the task's
+    clean metric (privatize_text reports clean_accuracy), or a reference method of its own."""
+    raw = read_yaml(path)
+    utility = (raw.get("report") or {}).get("utility")
+    labels = [str(m.get("label", "")).lower() for m in
+              [raw.get("defense") or {}, raw.get("mechanism") or {}, *(raw.get("baselines") or [])]]
+    chance = utility in ("accuracy", "auc")
+    own = any(word.lower() in label for label in labels for word in REFERENCE_LABELS)
+    assert chance or own, f"{path.name}: no reference row for {utility}"
+
+
+def test_the_plot_draws_the_reference_levels(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from dpkit.report import write_outputs
+
+    levels = []
+    original = matplotlib.axes.Axes.axhline
+
+    def record(self, y=0, *args, **kwargs):
+        levels.append((kwargs.get("label"), round(y, 4)))
+        return original(self, y, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "axhline", record)
+    rows = [row("M", eta, s, accuracy=0.5 + eta / 10, clean_accuracy=0.7, recovery_at5=eta / 4)
+            for eta in (1.0, 2.0) for s in range(2)]
+    reference = {"format": "dpkit-run-reference/1", "spaces": {}, "labels": [
+        {"data": {}, "split": "test", "n": 10, "counts": {"a": 6, "b": 4}, "majority": "a",
+         "majority_share": 0.6}]}
+    write_outputs(spec(), [], rows, tmp_path, reference)
+    assert ("no noise (reference)", 0.7) in levels and ("chance (reference)", 0.6) in levels
