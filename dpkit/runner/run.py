@@ -164,6 +164,10 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         budget.finish()
     outcome.rows = [store.rows[c.key] for c in cells if store.done(c.key)]
     if outcome.rows:  # measured here, where data and model are at hand; `dpkit report` reads it
-        outcome.reference = measure_reference(spec, outcome.rows, registry)
+        try:
+            outcome.reference = measure_reference(spec, outcome.rows, registry)
+        except Exception as exc:  # noqa: BLE001 — never lose a run's outputs to its reference
+            print(f"warning: reference.json not written ({type(exc).__name__}: {exc}); the table "
+                  "has no chance row and no scale for η", file=sys.stderr)
     write_outputs(spec, cells, outcome.rows, out, outcome.reference)
     return outcome
