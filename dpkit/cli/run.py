@@ -122,12 +122,13 @@ def _run_locked(args, held) -> int:
                        retries=args.retries, address=args.address,
                        show_progress=not args.no_progress, held=held)
     print(render_table(spec, outcome.rows, wide=args.wide, reference=outcome.reference))
+    if outcome.budget_store and outcome.ran:
+        print(f"\nprivacy spends of the {outcome.ran} cells run now recorded in the budget store "
+              f"{outcome.budget_store} (`dpkit budget status` lists them; DPKIT_BUDGET_STORE=off "
+              "stops recording)")
     print(f"\n{len(outcome.rows)} cells finished ({outcome.ran} run now, {outcome.skipped} "
           f"resumed from earlier runs), {len(outcome.failures)} failed; "
           f"{written_files(outcome.out_dir)}")
-    if outcome.budget_store:
-        print(f"privacy spends recorded in the budget store {outcome.budget_store} (`dpkit budget "
-              "status` lists them; DPKIT_BUDGET_STORE=off stops recording)")
     if outcome.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return 130

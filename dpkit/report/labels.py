@@ -100,6 +100,9 @@ def direction(name: str) -> str | None:
     ``attack success: higher is worse for privacy``); None when dpkit does not know."""
     if name in DIRECTIONS:
         return DIRECTIONS[name]
+    for prefix in ("clean_", "chance_"):  # a reference level reads like its metric
+        if name.startswith(prefix):
+            return direction(name[len(prefix):])
     for pattern, words in DIRECTION_PATTERNS:
         if pattern.search(name):
             return words

@@ -7,9 +7,10 @@ data and model are at hand: the scale of each embedding space a metric-DP guaran
 median distance from a word to its nearest neighbour, :mod:`dpkit.report.scale`) and the labels
 of the evaluated split (the share of its most common label: the accuracy of always giving that
 answer). The reference rows frame the methods: **no noise** (the cells' own ``clean_<metric>``:
-the same evaluation on the text before privatization, the ceiling) and **chance** (always the most
-common label for accuracy; AUC 0.5 for any score that ignores the text; an attack's own
-``<name>_majority`` for its ``<name>_accuracy``: the floor).
+the same evaluation on the text before privatization, the ceiling) and **chance** (the cells' own
+``chance_<metric>`` where they report one — on exactly the texts they scored; else always the
+most common label of the evaluated split for accuracy, AUC 0.5 for any score that ignores the
+text, an attack's own ``<name>_majority`` for its ``<name>_accuracy``: the floor).
 """
 
 from __future__ import annotations
@@ -112,7 +113,10 @@ def reference_rows(rows: list[dict], shown: list[str], reference: dict | None
     chance: dict[str, Any] = {}
     labels = (reference or {}).get("labels") or []
     for m in shown:
-        if m == "accuracy" and len(labels) == 1:
+        own = _per_seed(rows, f"chance_{m}")  # a cell's own chance level, on what it scored
+        if own is not None:
+            chance[m] = own
+        elif m == "accuracy" and len(labels) == 1:
             chance[m] = labels[0]["majority_share"]
         elif m == "auc":
             chance[m] = CHANCE_AUC
@@ -158,9 +162,10 @@ def reference_note(refs: list[tuple[str, dict[str, Any]]], reference: dict | Non
             parts.append("no noise — the same evaluation on the text before privatization "
                          f"({', '.join(f'clean_{m}' for m in values)}), the ceiling")
             continue
-        said = []
+        said = [f"{m}: chance_{m}, the cells' own chance level" for m, v in values.items()
+                if hasattr(v, "n") and not m.endswith("_accuracy")]
         labels = (reference or {}).get("labels") or []
-        if "accuracy" in values and labels:
+        if "accuracy" in values and labels and not hasattr(values["accuracy"], "n"):
             lab = labels[0]
             said.append(f"accuracy of always answering the most common label, {lab['majority']!r} "
                         f"({round(lab['majority_share'] * lab['n'])} of the {lab['n']:,} "

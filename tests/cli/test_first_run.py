@@ -55,13 +55,14 @@ def test_the_run_that_creates_the_budget_store_says_so_once(spec, tmp_path, monk
     assert store.is_file()
     assert f"recording this run's privacy spends in the budget store {store}" in first.err
     assert "DPKIT_BUDGET_STORE=off" in first.err and "dpkit budget status" in first.err
-    assert f"privacy spends recorded in the budget store {store}" in first.out
+    assert f"privacy spends of the 2 cells run now recorded in the budget store {store}" \
+        in first.out
     assert main(["run", str(spec), "--no-progress", "--fresh"]) == 0
     again = capsys.readouterr()
     assert "recording this run's privacy spends" not in again.err  # once: the store exists now
-    assert f"privacy spends recorded in the budget store {store}" in again.out
+    assert f"recorded in the budget store {store}" in again.out
     assert main(["run", str(spec), "--no-progress"]) == 0  # everything resumed: nothing recorded
-    assert "privacy spends recorded" not in capsys.readouterr().out
+    assert "recorded in the budget store" not in capsys.readouterr().out
 
 
 def test_with_the_store_off_nothing_is_recorded_or_said(spec, tmp_path, monkeypatch, capsys,
@@ -86,3 +87,14 @@ def test_the_readme_names_every_place_and_variable_dpkit_writes_with():
     assert not [v for v in variables if v not in readme], "README misses variables"
     assert not [f for f in folders if f"`{f}/`" not in readme], "README misses cache folders"
     assert "dpkit new plugin" in readme and "~/.cache/dpkit" in readme
+
+
+def test_a_run_whose_cells_all_failed_claims_no_recorded_spends(spec, tmp_path, monkeypatch,
+                                                                capsys, toy_plugins):
+    monkeypatch.setenv("DPKIT_BUDGET_STORE", str(tmp_path / "store.sqlite"))
+    spec.write_text(spec.read_text().replace("{name: toy_noise,", "{name: toy_noise, "
+                                             "params: {fail: true},"))
+    assert main(["run", str(spec), "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert "recorded in the budget store" not in out
+    assert out.strip().splitlines()[-1].endswith("(failures.jsonl)")  # the file list stays last

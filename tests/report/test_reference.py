@@ -107,6 +107,7 @@ def test_attack_success_points_down_and_privacy_up():
     assert arrow("knn_top1") == arrow("inversion_cosine_top1") == arrow("recovery_at1") == "↓"
     assert arrow("ep") == arrow("auc") == arrow("rougeL_generation") == "↑"
     assert direction("made_up_metric") is None and arrow("made_up_metric") == ""
+    assert direction("chance_auc") == direction("clean_auc") == direction("auc")
 
 
 REFERENCE_LABELS = ("no noise", "plaintext", "η = ∞", "noiseless", "non-private", "public only")
@@ -145,3 +146,15 @@ def test_the_plot_draws_the_reference_levels(tmp_path, monkeypatch):
          "majority_share": 0.6}]}
     write_outputs(spec(), [], rows, tmp_path, reference)
     assert ("no noise (reference)", 0.7) in levels and ("chance (reference)", 0.6) in levels
+
+
+def test_a_cells_own_chance_level_wins_over_the_whole_split():
+    """A defense that scores a subset can report chance_accuracy on exactly that subset."""
+    rows = [row("M", 1.0, s, accuracy=0.7, chance_accuracy=0.55 + 0.01 * s) for s in range(2)]
+    reference = {"labels": [{"data": {}, "split": "test", "n": 1000, "counts": {},
+                             "majority": "a", "majority_share": 0.6}]}
+    (label, values), = reference_rows(rows, ["accuracy"], reference)
+    assert values["accuracy"].mean == pytest.approx(0.555)
+    text = render_table(spec(privacy=None), rows, reference=reference).replace("\n  ", " ")
+    assert "accuracy: chance_accuracy, the cells' own chance level" in text
+    assert "most common label" not in text
