@@ -3,8 +3,11 @@
 #
 #   make run                      install if needed, then `dpkit run specs/quick.yaml`
 #   make run SPEC=specs/snd.yaml  another spec
-#   make test                     the whole test suite (what CI runs)
+#   make test-smoke               the quick tier (≤ 2 min): contracts on toy components, spec
+#                                 validation, ledger properties with few hypothesis examples
 #   make test-fast                the suite without tests marked slow (day-to-day work)
+#   make test                     the whole test suite (what CI runs)
+#   make test-fast ARGS="-x --lf" any pytest options: stop at the first failure, rerun failures
 #   make install                  only the install
 #
 # torch is installed first, pinned: on a machine without an NVIDIA GPU (no nvidia-smi) from
@@ -17,9 +20,9 @@ VENV ?= .venv
 SPEC ?= specs/quick.yaml
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
-PYTEST = $(VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=900
+PYTEST = $(VENV)/bin/python -m pytest -q --timeout=900 $(ARGS)
 
-.PHONY: install run test test-fast
+.PHONY: install run test test-fast test-smoke
 
 install: $(VENV)/.installed
 
@@ -39,3 +42,6 @@ test: install
 
 test-fast: install
 	$(PYTEST) -m "not slow"
+
+test-smoke: install
+	$(PYTEST) --smoke -m "not slow" --hypothesis-profile=smoke

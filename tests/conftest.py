@@ -6,8 +6,51 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 import dpkit.contract.plugins
+
+# `make test-smoke`: these paths, marked `smoke`, with few hypothesis examples (the "smoke"
+# profile). The contract suites on toy components (and the example plug-in's), spec validation
+# and the include rules, ledger properties.
+SMOKE = ("tests/contract/", "tests/spec/", "tests/testing/test_toy.py",
+         "tests/testing/test_contracts.py", "tests/evidence/test_specs.py",
+         "tests/accounting/test_properties.py", "tests/accounting/test_ledger.py",
+         "examples/dpkit-example-plugin/tests/")
+settings.register_profile("smoke", max_examples=5, deadline=None)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--smoke", action="store_true", help="collect only the smoke tier (the paths "
+                     "in tests/conftest.py's SMOKE), so collection is quick too")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With ``--smoke``, skip every path that is not, or does not lead to, a :data:`SMOKE` path."""
+    if not config.getoption("smoke"):
+        return None
+    try:
+        where = Path(collection_path).resolve().relative_to(Path(config.rootpath)).as_posix()
+    except ValueError:
+        return True
+    where += "/" if Path(collection_path).is_dir() else ""
+    return None if any(p.startswith(where) or where.startswith(p) for p in SMOKE) else True
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests under :data:`SMOKE` ``smoke`` (``pytest -m smoke``)."""
+    root = Path(config.rootpath)
+    missing = [p for p in SMOKE if not (root / p).exists()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py: the smoke tier names {', '.join(missing)}, "
+                                "which does not exist; update SMOKE")
+    for item in items:
+        try:
+            where = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
+        except ValueError:
+            continue  # outside the project (e.g. an installed plug-in's tests)
+        if where.startswith(SMOKE):
+            item.add_marker(pytest.mark.smoke)
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 KINDS = ("dataset", "model")  # the kinds that load data or weights (see dpkit.contract.kinds)
@@ -69,7 +70,37 @@ def _list(args) -> int:
               ("yes" if r["cached"] else "no") if "cached" in r else "-"] for r in rows]
     print(tabulate(table, headers=["name", "kind", "size", "source", "cached"],
                    maxcolwidths=[None, None, 34, 60, None]))
+    print("\n" + "\n".join(where_dpkit_writes()))
     return 0
+
+
+def where_dpkit_writes() -> list[str]:
+    """The cache and the budget store: where they are, their size, how to move or turn them off."""
+    from dpkit.base.cache import cache_root
+    from dpkit.budget.store import STORE_ENV, default_location
+
+    root = cache_root()
+    size = _folder_size(root)
+    held = f"{size / 1e6:,.0f} MB of" if size else "empty so far; it will hold"
+    store = default_location()
+    recorded = (f"budget store: {store} — every `dpkit run` records its privacy spends there; "
+                f"{STORE_ENV}=PATH or an SQLAlchemy URL moves it, {STORE_ENV}=off stops recording"
+                if store else f"budget store: off ({STORE_ENV}={os.environ.get(STORE_ENV)}): runs "
+                "record no privacy spends")
+    return [f"cache: {root} ({held} downloads, unpacked artifacts, trained models and shared "
+            "results) — DPKIT_CACHE=DIR moves it, DPKIT_OFFLINE=1 never downloads", recorded]
+
+
+def _folder_size(root) -> int:
+    """Bytes of the files under ``root`` (links not followed; 0 if it does not exist)."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass  # removed while we walked
+    return total
 
 
 def _info(args) -> int:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpkit.base.errors import DpkitError
 from dpkit.base.jsonutil import restore_floats
 from dpkit.cli.run import written_files
-from dpkit.spec import Spec
+
+if TYPE_CHECKING:  # the spec machinery is imported when a report is made, not when dpkit starts
+    from dpkit.spec import Spec
 
 # fields that may differ between runs of one spec: where and how they ran, and which seeds
 RUN_ONLY = ("seeds", "output", "device", "resources")
@@ -37,7 +40,7 @@ def register(sub) -> None:
 def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dict]]:
     """(spec, rows) of one run folder."""
     from dpkit.runner.store import ResultStore
-    from dpkit.spec import load_spec
+    from dpkit.spec import Spec, load_spec
 
     if not (folder / "results.jsonl").is_file():
         raise DpkitError(f"{folder}: no results.jsonl; give a folder that `dpkit run` wrote to")
@@ -90,6 +93,7 @@ def _relabel_cells(spec):
 
 def _report(args) -> int:
     from dpkit.report import render_table, write_outputs
+    from dpkit.report.reference import read_reference
 
     folders = [Path(r) for r in args.runs]
     runs = [(f, *load_run(f, args.spec)) for f in folders]
@@ -98,11 +102,23 @@ def _report(args) -> int:
         folders[0] if len(folders) == 1 else Path("runs") / f"{spec.name}-merged")
     if len(folders) > 1 or out != folders[0]:
         _write_rows(rows, out)
-    write_outputs(spec, _relabel_cells(spec), rows, out)
-    print(render_table(spec, rows, wide=args.wide))
+    reference = merge_references([read_reference(f) for f in folders])
+    write_outputs(spec, _relabel_cells(spec), rows, out, reference)
+    print(render_table(spec, rows, wide=args.wide, reference=reference))
     print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
           f"{written_files(out)}")
     return 0
+
+
+def merge_references(references: list[dict | None]) -> dict | None:
+    """One reference from the folders' own (spaces and label counts of all of them); None when no
+    folder has one (written before reference.json existed)."""
+    kept = [r for r in references if r]
+    if not kept:
+        return None
+    labels = {json.dumps(entry, sort_keys=True): entry for r in kept for entry in r.get("labels", [])}
+    return {**kept[0], "spaces": {k: v for r in kept for k, v in r.get("spaces", {}).items()},
+            "labels": list(labels.values())}
 
 
 def _write_rows(rows: list[dict], out: Path) -> None:

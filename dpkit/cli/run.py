@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from pathlib import Path
 
 
 def register(sub) -> None:
@@ -34,29 +36,80 @@ def written_files(out) -> str:
     return f"outputs in {out}/ ({', '.join(present)})" if present else f"nothing written to {out}/"
 
 
-def _run(args) -> int:
-    from dpkit.report import render_table
-    from dpkit.runner import run_spec
-    from dpkit.spec import load_spec, parse_spec, read_yaml
+def declared_output(spec_path: Path, _seen: tuple[Path, ...] = ()) -> Path | None:
+    """The output folder a spec file declares (``output``, else ``runs/<name>``, through its
+    ``include:`` files, ``null`` removing an included value), read with YAML alone — so ``dpkit
+    run`` can lock the folder before it imports the spec machinery, the plug-ins or torch. None
+    where the file cannot be read that simply (the full reader then reports why)."""
+    keys = _root_keys(Path(spec_path), _seen)
+    if keys is None or not isinstance(keys.get("output", keys.get("name")), str):
+        return None
+    return Path(keys["output"]) if keys.get("output") else Path("runs") / keys["name"]
 
+
+def _root_keys(path: Path, seen: tuple[Path, ...]) -> dict | None:
+    import yaml
+
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    includes = raw.get("include", []) if isinstance(raw, dict) else None
+    includes = [includes] if isinstance(includes, str) else includes
+    if not isinstance(includes, list):
+        return None
+    merged: dict = {}
+    for inc in includes:
+        target = (path.parent / str(inc)).resolve()
+        below = None if target in seen or target == path.resolve() else \
+            _root_keys(target, seen + (path.resolve(),))
+        if below is None:
+            return None
+        merged = _over(merged, below)
+    return _over(merged, {k: raw[k] for k in ("name", "output") if k in raw})
+
+
+def _over(base: dict, override: dict) -> dict:
+    """:func:`dpkit.spec.loader.deep_merge` for scalar keys: null removes a value it finds, and
+    is kept where there is none (a later merge then removes with it)."""
+    out = dict(base)
+    for key, value in override.items():
+        if value is None and key in out:
+            del out[key]
+        else:
+            out[key] = value
+    return out
+
+
+def _run(args) -> int:
     if args.retries < 0:
         print(f"error: --retries must be ≥ 0, got {args.retries}", file=sys.stderr)
         return 2
     if args.seeds is not None and args.seeds < 1:
         print(f"error: --seeds must be ≥ 1, got {args.seeds}", file=sys.stderr)
         return 2
-    if args.device or args.seeds:
-        raw = read_yaml(args.spec)
-        if args.device:
-            raw["device"] = args.device
-        if args.seeds:
-            raw["seeds"] = list(range(args.seeds))
-            for entry in [raw.get("defense"), raw.get("mechanism"), *raw.get("baselines", [])]:
-                if isinstance(entry, dict):
-                    entry.pop("seeds", None)  # --seeds N applies to every method
-        spec = parse_spec(raw, args.spec)
-    else:
-        spec = load_spec(args.spec)
+    from dpkit.runner.lock import OutputLock  # light: a busy folder is refused before the rest
+
+    early = Path(args.out) if args.out else declared_output(Path(args.spec))
+    with OutputLock(early) if early is not None else contextlib.nullcontext() as held:
+        return _run_locked(args, held)
+
+
+def _run_locked(args, held) -> int:
+    from dpkit.report import render_table
+    from dpkit.runner import run_spec
+    from dpkit.spec import parse_structure, read_yaml
+
+    raw = read_yaml(args.spec)
+    if args.device:
+        raw["device"] = args.device
+    if args.seeds:
+        raw["seeds"] = list(range(args.seeds))
+        for entry in [raw.get("defense"), raw.get("mechanism"), *(raw.get("baselines") or [])]:
+            if isinstance(entry, dict):
+                entry.pop("seeds", None)  # --seeds N applies to every method
+    # structure only: run_spec loads the plug-ins and checks every cell under the lock
+    spec = parse_structure(raw, str(args.spec))
     if spec.device.startswith("cuda"):
         import torch
 
@@ -67,8 +120,12 @@ def _run(args) -> int:
             return 2
     outcome = run_spec(spec, args.out, fresh=args.fresh, executor=args.executor,
                        retries=args.retries, address=args.address,
-                       show_progress=not args.no_progress)
-    print(render_table(spec, outcome.rows, wide=args.wide))
+                       show_progress=not args.no_progress, held=held)
+    print(render_table(spec, outcome.rows, wide=args.wide, reference=outcome.reference))
+    if outcome.budget_store and outcome.ran:
+        print(f"\nprivacy spends of the {outcome.ran} cells run now recorded in the budget store "
+              f"{outcome.budget_store} (`dpkit budget status` lists them; DPKIT_BUDGET_STORE=off "
+              "stops recording)")
     print(f"\n{len(outcome.rows)} cells finished ({outcome.ran} run now, {outcome.skipped} "
           f"resumed from earlier runs), {len(outcome.failures)} failed; "
           f"{written_files(outcome.out_dir)}")

@@ -87,21 +87,41 @@ def annotate(claim, points: list, alpha: float) -> None:
 
 
 def detectable_text(p, direction: str) -> str:
-    """``≥ +0.2``: what the run detects at one point; with zero paired spread the sign decides,
-    so any difference strictly beyond the threshold: ``> +0 (no spread)``."""
+    """``80 % power at diff ≥ +0.2``: the paired difference at which the run has :data:`POWER` at
+    one point; with zero paired spread the sign decides: ``no spread: the sign decides``."""
     if p.diff["sd"] == 0:
-        return f"{'>' if direction == 'greater' else '<'} {p.detectable + 0.0:+.3g} (no spread)"
-    return f"{'≥' if direction == 'greater' else '≤'} {p.detectable:+.3g}"
+        return "no spread: the sign decides"
+    return f"{POWER * 100:g} % power at diff {'≥' if direction == 'greater' else '≤'} " \
+           f"{_signed(p.detectable)}"
 
 
 def note(claim, points: list, label) -> str:
-    """"this run detects ≥ X; the paper's effect Y needs ≈ N seeds", for the verdict line."""
+    """What the run could have shown, said as to a colleague: "with 4 seeds the run had 80 % power
+    to show this if, in truth, A is at most 0.0059 below B in accuracy"; then the seeds the
+    paper's effect needs."""
     shown = [p for p in points if math.isfinite(p.detectable)]
     if not shown:
-        return "no detectable effect: a point has fewer than 2 paired seeds"
-    where = (lambda p: f" at {label(p.at)}") if len(shown) > 1 else (lambda p: "")
-    detects = ", ".join(f"{detectable_text(p, claim.direction)}{where(p)}" for p in shown)
-    text = f"this run detects {detects} ({POWER * 100:g} % power)"
+        return "power unknown: a point has fewer than 2 paired seeds"
+    spread = [p for p in shown if p.diff["sd"] != 0]
+    flat = [p for p in shown if p.diff["sd"] == 0]
+    several = len(shown) > 1
+    parts = []
+    for i, p in enumerate(spread):
+        where = "" if not several else f" at {label(p.at)}" if i == 0 else \
+            f" at {_value_of(label(p.at))}"
+        parts.append(f"{_relation(claim, p, names=i == 0)}{where}")
+    texts = []
+    if spread:
+        seeds = max(p.diff["n"] for p in spread)
+        texts.append(f"with {seeds} seeds the run had {POWER * 100:g} % power to show this if, "
+                     "in truth, " + ", ".join(parts))
+    if flat:
+        where = f" at {', '.join(label(p.at) for p in flat)}" if several else ""
+        texts.append(f"the paired differences do not vary between seeds{where}, so the sign "
+                     f"decides{' there' if several else ''}: this shows wherever {claim.method} is "
+                     f"{'above' if claim.direction == 'greater' else 'below'} {_versus(claim)} "
+                     f"in {claim.metric}")
+    text = "; ".join(texts)
     if claim.paper_effect is None:
         return text + "; no paper effect given"
     given = [p for p in points if math.isfinite(p.paper_effect)]
@@ -111,5 +131,53 @@ def note(claim, points: list, label) -> str:
         return text + f"; the paper's effect {effect}: seeds needed unknown (spread unknown)"
     needed = [p.seeds_for_paper for p in given if p.seeds_for_paper is not None]
     if len(needed) < len(given):
-        return text + f"; the paper's effect {effect} is out of reach (> {MAX_SEEDS:,} seeds)"
-    return text + f"; the paper's effect {effect} needs ≈ {max(needed)} seeds"
+        return text + f"; the paper's effect {effect} is out of reach (more than {MAX_SEEDS:,} seeds)"
+    return text + f"; to see the paper's effect {effect} with that power takes ≈ {max(needed)} seeds"
+
+
+def _relation(claim, p, names: bool = True) -> str:
+    """How A must truly stand against B at one point: ``A is at most 0.0059 below B in acc``;
+    without ``names`` only the gap (``at most 0.011 below``), for a claim's further points."""
+    d, greater = p.detectable, claim.direction == "greater"
+    side = "above" if greater else "below"
+    if claim.relative:
+        gap = f"by at least {_plain(d)}"
+    elif (d >= 0) == greater or d == 0:
+        gap = f"at least {_plain(d)} {side}"
+    else:
+        gap = f"at most {_plain(d)} {'below' if greater else 'above'}"
+    if not names:
+        return gap
+    if claim.relative:
+        return f"{claim.method} is {side} {_versus(claim)} {gap} in {claim.metric}"
+    return f"{claim.method} is {gap} {claim.versus} in {claim.metric}"
+
+
+def _versus(claim) -> str:
+    """B as the difference is tested against it: ``B``, ``B − 0.03`` or ``1.1 × B``."""
+    if claim.relative:
+        factor = 1 + claim.margin if claim.direction == "greater" else 1 - claim.margin
+        return f"{factor:g} × {claim.versus}"
+    threshold = claim.threshold()
+    if threshold == 0:
+        return claim.versus
+    return f"{claim.versus} {'+' if threshold > 0 else '−'} {_plain(threshold)}"
+
+
+def _value_of(located: str) -> str:
+    """``eta = 5`` → ``5`` (the axis is named once, at the first point)."""
+    return located.partition(" = ")[2] or located
+
+
+def _plain(x: float) -> str:
+    """A magnitude for people: two significant digits, no exponent (0.0059, 0.011, 983)."""
+    x = abs(x) + 0.0
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x >= 1:
+        return f"{x:.3g}"
+    return f"{x:.2g}" if x >= 1e-4 else f"{x:.1e}"
+
+
+def _signed(x: float) -> str:
+    return f"{'-' if x < 0 else '+'}{_plain(x)}"

@@ -50,11 +50,11 @@ class ClaimResult:
     reason: str
     spec: dict
     points: list[PointResult] = field(default_factory=list)
-    power_note: str = ""  # "this run detects ≥ X; the paper's effect Y needs ≈ N seeds"
+    power_note: str = ""  # "with N seeds the run had 80 % power to show this if, in truth, …"
 
     @property
     def headline(self) -> str:
-        """``verdict — power note``, e.g. ``undecided — this run detects ≥ +0.2; …``."""
+        """``verdict — power note``, e.g. ``undecided — with 3 seeds the run had 80 % power …``."""
         return f"{self.verdict} — {self.power_note}" if self.power_note else self.verdict
 
     def to_dict(self) -> dict:
@@ -76,8 +76,8 @@ def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> Cla
     def result(verdict: str, reason: str, points: list[PointResult] | None = None) -> ClaimResult:
         points = points or []
         power.annotate(claim, points, ALPHA)
-        label = (lambda v: f"{claim.privacy}={_at(v)}") if claim.at == "matched" else \
-            (lambda v: f"{claim.over}={_at(v)}")
+        label = (lambda v: f"{claim.privacy} = {_at(v)}") if claim.at == "matched" else \
+            (lambda v: f"{claim.over} = {_at(v)}")
         return ClaimResult(claim=claim.title(), verdict=verdict, reason=reason,
                            spec=claim.model_dump(mode="json"), points=points,
                            power_note=power.note(claim, points, label) if points else "")
@@ -221,10 +221,10 @@ def _bar(spec: dict) -> str:
 def _power_part(p: PointResult, direction: str) -> str:
     if not math.isfinite(p.detectable):
         return ""
-    text = f"; detects {power.detectable_text(p, direction)}"
+    text = f"; {power.detectable_text(p, direction)}"
     if math.isfinite(p.paper_effect):
         seeds = "> " + f"{power.MAX_SEEDS:,}" if p.seeds_for_paper is None else p.seeds_for_paper
-        text += f"; paper {p.paper_effect:+.3g} needs ≈ {seeds} seeds"
+        text += f"; the paper's {p.paper_effect:+.3g} needs ≈ {seeds} seeds"
     return text
 
 

@@ -1,4 +1,5 @@
-"""Names a person reads for metric keys and swept parameters, on plot axes and in legends."""
+"""Names a person reads for metric keys and swept parameters, on plot axes and in legends, and
+which way each metric is better (:func:`direction`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,19 @@ NAMES = {
     "knn_top1": "KNN+ attack: top-1 token recovery",
     "ep": "attack: empirical privacy (EP)",
     "rougeL_generation": "ROUGE-L of generations",
+    "clean_accuracy": "accuracy on the clean (unprivatized) text",
+    "mse": "MSE to the clean embedding",
+    "cosine": "cosine similarity to the clean embedding",
+    "attribute_accuracy": "attribute inference attack: accuracy",
+    "mi": "k-NN mutual information between clean and sent tokens",
 }
 PATTERNS = (
     (re.compile(r"^recovery_at(\d+)$"), "token recovery attack: Pr@{0} (original word in top {0})"),
     (re.compile(r"^inversion_top(\d+)$"), "embedding inversion attack: top-{0} recovery"),
+    (re.compile(r"^inversion_cosine_top(\d+)$"), "embedding inversion attack (cosine): top-{0} "
+     "recovery"),
+    (re.compile(r"^(knn|knn_plus|token_frequency|learned_inversion)_top(\d+)$"),
+     "{0} attack: top-{1} token recovery"),
 )
 GUARANTEES = {
     "eta_per_token": "η per token — metric DP, ε = η·d(x, x′)",
@@ -65,3 +75,44 @@ def _close(a, b) -> bool:
         return math.isclose(float(a), float(b), rel_tol=1e-6)
     except (TypeError, ValueError):
         return False
+
+
+HIGHER, LOWER, ATTACK = "higher is better", "lower is better", \
+    "attack success: higher is worse for privacy"
+DIRECTIONS = {
+    "accuracy": HIGHER, "clean_accuracy": HIGHER, "auc": HIGHER, "f1": HIGHER,
+    "token_preservation": HIGHER, "cosine": HIGHER, "rougeL_generation": HIGHER,
+    "ep": "higher is more private", "token_corr": LOWER + " for privacy (leakage)",
+    "perplexity": LOWER, "mse": LOWER, "epoch_seconds": LOWER, "epoch_cpu_seconds": LOWER,
+    "attribute_accuracy": ATTACK, "mi": ATTACK.replace("attack success", "leakage"),
+    "mutual_information": ATTACK.replace("attack success", "leakage"), "toy_top1": ATTACK,
+}
+DIRECTION_PATTERNS = (
+    (re.compile(r"^recovery_at\d+$|_top\d+$|^(knn|knn_plus|token_frequency|learned_inversion)_"),
+     ATTACK),
+    (re.compile(r"^bytes_"), LOWER + " (cost)"),
+    (re.compile(r"_accuracy$|_auc$|^rouge"), HIGHER),
+)
+
+
+def direction(name: str) -> str | None:
+    """Which way ``name`` is better, in words (``higher is better``; for an attack's success rate
+    ``attack success: higher is worse for privacy``); None when dpkit does not know."""
+    if name in DIRECTIONS:
+        return DIRECTIONS[name]
+    for prefix in ("clean_", "chance_"):  # a reference level reads like its metric
+        if name.startswith(prefix):
+            return direction(name[len(prefix):])
+    for pattern, words in DIRECTION_PATTERNS:
+        if pattern.search(name):
+            return words
+    return None
+
+
+def arrow(name: str) -> str:
+    """``↑`` where a higher value is better, ``↓`` where lower is (an attack's success rate:
+    lower is better for privacy), nothing where unknown."""
+    words = direction(name)
+    if words is None:
+        return ""
+    return "↑" if words.startswith(("higher is better", "higher is more")) else "↓"

@@ -11,15 +11,22 @@ from pathlib import Path
 
 from dpkit.budget.summary import rows_privacy, spec_privacy_text
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
+from dpkit.report.reference import FILE as REFERENCE_FILE
+from dpkit.report.reference import (reference_agg, reference_note, reference_rows, space_scales,
+                                    write_reference)
 from dpkit.report.table import (
-    wrap,
+    BLANK,
     PRIVACY_COLUMNS,
     blank_note,
     build_columns,
+    column_legend,
+    fmt_stat,
     fold_columns,
     guarantee_words,
     headline_metrics,
     render_rows,
+    with_arrows,
+    wrap,
 )
 
 STATS = ("mean", "sd", "ci_low", "ci_high", "n")
@@ -68,9 +75,11 @@ def metric_columns(rows: list[dict], report) -> list[str]:
     return first + [n for n in names if n not in first]
 
 
-def render_table(spec, rows: list[dict], wide: bool = False) -> str:
-    """The results table (mean ± 95 % half-width over seeds), the guarantees in words, then the
-    claims' verdicts; compact (headline metrics and guarantees) unless ``wide``."""
+def render_table(spec, rows: list[dict], wide: bool = False, reference: dict | None = None) -> str:
+    """The results table (mean ± 95 % half-width over seeds) with its reference rows (no noise,
+    chance), which way each column is better, the guarantees in words, then the claims' verdicts;
+    compact (headline metrics and guarantees) unless ``wide``. ``reference`` is the run's
+    ``reference.json`` (:mod:`dpkit.report.reference`); without it only dpkit's cache is read."""
     if not rows:
         return "(no finished cells yet)"
     agg = aggregate(rows)
@@ -82,14 +91,27 @@ def render_table(spec, rows: list[dict], wide: bool = False) -> str:
     if spread:
         notes.insert(0, "± is the half-width of the 95 % Student-t interval over seeds.")
     notes += [line for line in (blank_note(agg, rows, body), _uncovered_legend(agg)) if line]
-    notes += guarantee_words(rows, spec)
+    refs = reference_rows(rows, [h for h in headers if h in metrics], reference)
+    body += [[label if h == "method" else _cell(values.get(h)) for h in headers]
+             for label, values in refs]
+    notes += [line for line in (reference_note(refs, reference), column_legend(headers, metrics))
+              if line]
+    notes += guarantee_words(rows, spec, space_scales(rows, reference))
     if not wide:
         notes.append("More columns: --wide (every metric); results.csv has each metric's mean, sd, "
                      "95 % interval and n.")
-    text = render_rows(headers, body) + "\n" + "\n".join(wrap(note) for note in notes)
+    text = render_rows(with_arrows(headers, metrics), body) + "\n" + "\n".join(
+        wrap(note) for note in notes)
     text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows))}"
     verdicts = format_verdicts(evaluate_all(spec, rows))
     return text + (f"\n\n{verdicts}" if verdicts else "")
+
+
+def _cell(value) -> str:
+    """A reference row's entry: a summary over seeds, a number, or blank."""
+    if value is None:
+        return BLANK
+    return fmt_stat(value) if hasattr(value, "n") else f"{value:.4g}"
 
 
 def write_summary_csv(rows: list[dict], path: Path) -> None:
@@ -143,14 +165,18 @@ def write_ledger(rows: list[dict], path: Path, total: dict | None = None) -> Non
                     encoding="utf-8")
 
 
-def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
+def write_outputs(spec, cells, rows: list[dict], out: Path, reference: dict | None = None) -> None:
     """results.csv (summary), cells.csv, ledger.json, claims.json, spec.json and the plot for the
-    finished rows (relabelled from ``cells`` when given)."""
+    finished rows (relabelled from ``cells`` when given); ``reference.json`` (and the plot's
+    reference levels) when ``reference`` is given: the run measures it, ``dpkit report`` passes
+    the folder's own."""
     if not rows:
         return
     labels = {c.key: c.method for c in cells}
     rows[:] = [{**r, "method": labels.get(r["key"], r["method"])} for r in rows]
     out.mkdir(parents=True, exist_ok=True)
+    if reference is not None:
+        write_reference(reference, out / REFERENCE_FILE)
     write_summary_csv(rows, out / "results.csv")
     write_cells_csv(rows, out / "cells.csv")
     total = rows_privacy(spec, rows)
@@ -169,5 +195,6 @@ def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
         (out / "claims.json").unlink(missing_ok=True)
     from dpkit.report.plot import plot_tradeoff
 
-    plot_tradeoff(spec, aggregate(rows), metric_columns(rows, spec.report), out / "tradeoff.png",
-                  verdicts)
+    metrics = metric_columns(rows, spec.report)
+    plot_tradeoff(spec, aggregate(rows) + reference_agg(rows, metrics, reference), metrics,
+                  out / "tradeoff.png", verdicts)

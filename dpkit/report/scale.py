@@ -1,14 +1,17 @@
 """The scale of a metric-DP guarantee: the median distance from a word to its nearest neighbour.
 
 A metric-DP (dχ) guarantee of η per token bounds the privacy loss between two tokens x, x′ by
-ε = η·d(x, x′); the number means nothing without a typical d. :func:`nearest_neighbour_median`
-measures it in the embedding space a run's guarantees name, once per space (kept in dpkit's
-cache beside the artifacts, so ``dpkit report`` does not reload a model to say it again).
+ε = η·d(x, x′); the number means nothing without a typical d. :func:`measure_scale` measures it
+in the embedding space a run's guarantees name, once per space (kept in dpkit's cache beside the
+artifacts) — at run time, when the model is at hand; the run writes it into its folder
+(``reference.json``), so ``dpkit report`` never loads a model to say it again.
+:func:`known_scale` only reads the cache.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import torch
@@ -39,27 +42,37 @@ def _cache_path():
     return cache_root() / "artifacts" / "nn_distance.json"
 
 
-def nearest_neighbour_median(space_name: str, model_ref: Any = None) -> float | None:
+def known_scale(space_name: str) -> float | None:
+    """The median nearest-neighbour distance of ``space_name`` if dpkit's cache has it; never
+    loads a model."""
+    try:
+        known = json.loads(_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return float(known[space_name]) if space_name in known else None
+
+
+def measure_scale(space_name: str, model_ref: Any = None) -> float | None:
     """The median nearest-neighbour L2 distance of the space ``space_name`` (as the ledger names
     it): from the cache, else measured on the spec's model (``{name, params}``) if that model's
     space has this name; None when it cannot be measured here."""
-    path = _cache_path()
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    if space_name in known:
-        return float(known[space_name])
+    cached = known_scale(space_name)
+    if cached is not None:
+        return cached
     space = _load_space(model_ref)
     if space is None or space.name != space_name:
         return None
     value = median_nn_distance(space.vectors)
+    path = _cache_path()
     try:
+        known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**known, space_name: value}, indent=1, sort_keys=True),
-                        encoding="utf-8")
-    except OSError:
-        pass  # a read-only cache: measured again next time
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({**known, space_name: value}, indent=1, sort_keys=True),
+                       encoding="utf-8")
+        os.replace(tmp, path)  # the cache is shared: never a half-written file
+    except (OSError, ValueError):
+        pass  # a read-only or damaged cache: measured again next time
     return value
 
 

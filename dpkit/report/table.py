@@ -16,7 +16,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from dpkit.report.scale import nearest_neighbour_median
+from dpkit.report.labels import arrow, direction, metric_label
 
 PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
                    "anonymity_epsilon")
@@ -114,28 +114,32 @@ def blank_note(agg: list[dict], rows: list[dict], body: list[list[str]]) -> str:
     return f"{BLANK}: not measured for that method (it reports no such metric).{attacks}"
 
 
-def guarantee_words(rows: list[dict], spec: Any) -> list[str]:
-    """Each kind of guarantee in the table, said in words with its unit."""
+def guarantee_words(rows: list[dict], spec: Any, scales: dict[str, float] | None = None
+                    ) -> list[str]:
+    """Each kind of guarantee in the table, said in words with its unit; ``scales`` (median
+    nearest-neighbour distance by space, :func:`dpkit.report.reference.space_scales`) give η a
+    size."""
     lines = []
     spaces = sorted({s["guarantee"].get("space") or "" for r in rows
                      for s in r.get("ledger", {}).get("spends", [])
                      if s.get("guarantee", {}).get("notion") == "metric_dp"})
     etas = sorted({float(r["privacy"]["eta_per_token"]) for r in rows
                    if isinstance(r.get("privacy", {}).get("eta_per_token"), (int, float))})
-    if spaces:
-        model = spec.model.model_dump(mode="json") if spec.model is not None else None
-        for space in spaces:
-            lines.append(f"η/token: metric DP (dχ-privacy) per token — outputs for two texts "
-                         f"that differ in one token x → x′ are within a factor e^ε, ε = η·d(x, x′), "
-                         f"d the L2 distance in {space or 'the embedding space'}.")
-            scale = nearest_neighbour_median(space, model) if space else None
-            if scale is not None:
-                finite = [e for e in etas if math.isfinite(e) and e > 0]
-                example = finite[len(finite) // 2] if finite else None
-                at = (f"; at η = {example:g}, ε ≈ {example * scale:.3g} between a word and its "
-                      "nearest neighbour, more for words further apart") if example else ""
-                lines.append(f"  median distance from a word to its nearest neighbour there: "
-                             f"{scale:.3g} (measured on 2,000 words){at}.")
+    for space in spaces:
+        lines.append(f"η/token: metric DP (dχ-privacy) per token — outputs for two texts "
+                     f"that differ in one token x → x′ are within a factor e^ε, ε = η·d(x, x′), "
+                     f"d the L2 distance in {space or 'the embedding space'}.")
+        scale = (scales or {}).get(space)
+        if scale is not None:
+            finite = [e for e in etas if math.isfinite(e) and e > 0]
+            example = finite[len(finite) // 2] if finite else None
+            at = (f"; at η = {example:g}, ε ≈ {example * scale:.3g} between a word and its "
+                  "nearest neighbour, more for words further apart") if example else ""
+            lines.append(f"  median distance from a word to its nearest neighbour there: "
+                         f"{scale:.3g} (measured on up to 2,000 words){at}.")
+        elif space:
+            lines.append("  the median distance from a word to its nearest neighbour there is not "
+                         "recorded in this run folder (runs write it to reference.json).")
     if any("eta_per_sequence" in r.get("privacy", {}) for r in rows):
         lines.append("η/sequence: metric DP per sequence — ε = η·d(x, x′) with d between "
                      "whole sequences (see the method's docs for its d).")
@@ -198,3 +202,20 @@ def wrap(note: str, width: int = 118) -> str:
 def render_rows(headers: list[str], body: list[list[str]]) -> str:
     """A GitHub-style table of strings."""
     return tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def column_legend(headers: list[str], metrics: list[str]) -> str:
+    """One line per metric column: what it measures and which way is better."""
+    said = []
+    for h in headers:
+        if h in metrics:
+            words = direction(h) or "which way is better is not known to dpkit"
+            name = metric_label(h)
+            said.append(f"{h}{' ' + arrow(h) if arrow(h) else ''}"
+                        f"{f' {name}' if name != h.replace('_', ' ') else ''} — {words}")
+    return "Columns: " + "; ".join(said) + "." if said else ""
+
+
+def with_arrows(headers: list[str], metrics: list[str]) -> list[str]:
+    """Metric headers marked ``↑`` (higher is better) or ``↓`` (lower is better)."""
+    return [f"{h} {arrow(h)}" if h in metrics and arrow(h) else h for h in headers]

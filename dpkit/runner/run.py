@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -28,6 +29,8 @@ class RunOutcome:
     interrupted: bool = False
     ran: int = 0
     skipped: int = 0
+    reference: dict | None = None  # reference.json: what the report needs besides the rows
+    budget_store: str | None = None  # where this run's privacy spends were recorded, if anywhere
 
 
 class _StopFlag:
@@ -74,6 +77,22 @@ def _remove_made(out: Path, made: list[Path], had_lock: bool) -> None:
             break
 
 
+FIRST_USE = """\
+dpkit: recording this run's privacy spends in the budget store {where}
+  (created now; every `dpkit run` adds its spends there, so a dataset's total ε counts every run
+  on it: `dpkit budget status` lists them, `dpkit budget cap` caps a dataset). To move it, set
+  DPKIT_BUDGET_STORE to a file or an SQLAlchemy URL; to stop recording, DPKIT_BUDGET_STORE=off."""
+
+
+def _store_is_new() -> bool:
+    """Whether the default budget store is an SQLite file that does not exist yet (this run will
+    create it: then its first-use notice is printed)."""
+    from dpkit.budget.store import default_location
+
+    location = default_location()
+    return location is not None and "://" not in location and not Path(location).expanduser().exists()
+
+
 def make_executor(name: str, retries: int = 0, address: str | None = None,
                   registry=None) -> Executor:
     """The executor called ``name`` (``local`` or ``ray``), both with the same retry policy.
@@ -95,27 +114,30 @@ def make_executor(name: str, retries: int = 0, address: str | None = None,
 
 def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = False,
              executor: str = "local", retries: int = 0, address: str | None = None,
-             show_progress: bool = True, registry=None) -> RunOutcome:
+             show_progress: bool = True, registry=None,
+             held: OutputLock | None = None) -> RunOutcome:
     """Run every pending cell of ``spec``; results go to ``out_dir`` (default from the spec).
 
-    Every cell is checked before any runs (:func:`dpkit.spec.check_spec`), and the guarantees
-    that need the data on the first pending cell of each method
-    (:func:`dpkit.runner.preflight.preflight`); the output folder is locked for the run
-    (:class:`dpkit.runner.lock.OutputLock`: a second run refuses).
+    The output folder is locked first (:class:`dpkit.runner.lock.OutputLock`: a second run into
+    it refuses at once, before any plug-in, data or model is loaded). Then every cell is checked
+    before any runs (:func:`dpkit.spec.check_spec`), and the guarantees that need the data on the
+    first pending cell of each method (:func:`dpkit.runner.preflight.preflight`). ``held``: the
+    lock of ``out_dir`` already taken by the caller (``dpkit run`` takes it before it imports
+    anything heavy).
     """
-    from dpkit.contract.plugins import get_registry
-
-    registry = registry or get_registry()
     out = Path(out_dir) if out_dir else spec.output_dir()
-    cells = check_spec(spec, registry)
-    done = set() if fresh else set(ResultStore(out).rows)
-    preflight(spec, [c for c in cells if c.key not in done], registry,
-              say=lambda line: print(line, file=sys.stderr) if show_progress else None)
-    runner = make_executor(executor, retries=retries, address=address, registry=registry)
     made = [p for p in (out, *out.parents) if not p.exists()]  # folders the lock would create
     had_lock = (out / LOCK_NAME).exists()
     try:
-        with OutputLock(out):
+        with contextlib.nullcontext() if held is not None and held.guards(out) else OutputLock(out):
+            from dpkit.contract.plugins import get_registry
+
+            registry = registry or get_registry()
+            cells = check_spec(spec, registry)
+            done = set() if fresh else set(ResultStore(out).rows)
+            preflight(spec, [c for c in cells if c.key not in done], registry,
+                      say=lambda line: print(line, file=sys.stderr) if show_progress else None)
+            runner = make_executor(executor, retries=retries, address=address, registry=registry)
             return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
     except _Refused as refused:  # refused at admission: leave no output folder or lock behind
         _remove_made(out, made, had_lock)
@@ -127,9 +149,11 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
     from dpkit.runner.budget import reserve_run
     from dpkit.runner.secret import noise_secret
     from dpkit.report import write_outputs
+    from dpkit.report.reference import measure_reference
 
     store = ResultStore(out)
     pending = [c for c in cells if fresh or not store.done(c.key)]
+    first_use = _store_is_new()
     try:  # the budget store: verified, and every cap checked, before any cell
         budget = reserve_run(spec, pending, out, registry)
     except (BudgetExceededError, BudgetStoreError) as exc:
@@ -139,6 +163,10 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
     runner.guard_for = budget.guard_for  # each attempt's ledger charges the store first
     runner.noise_secret = noise_secret(out, renew=fresh)  # type: ignore[attr-defined]
     outcome = RunOutcome(out, [], skipped=len(cells) - len(pending))
+    if budget.store is not None:
+        outcome.budget_store = budget.store.where
+        if first_use:
+            print(FIRST_USE.format(where=budget.store.where), file=sys.stderr, flush=True)
     bar = tqdm(total=len(cells), initial=outcome.skipped, unit="cell", desc=spec.name,
                disable=not show_progress, dynamic_ncols=True)
 
@@ -168,5 +196,11 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         bar.close()
         budget.finish()
     outcome.rows = [store.rows[c.key] for c in cells if store.done(c.key)]
-    write_outputs(spec, cells, outcome.rows, out)
+    if outcome.rows:  # measured here, where data and model are at hand; `dpkit report` reads it
+        try:
+            outcome.reference = measure_reference(spec, outcome.rows, registry)
+        except Exception as exc:  # noqa: BLE001 — never lose a run's outputs to its reference
+            print(f"warning: reference.json not written ({type(exc).__name__}: {exc}); the table "
+                  "has no chance row and no scale for η", file=sys.stderr)
+    write_outputs(spec, cells, outcome.rows, out, outcome.reference)
     return outcome

@@ -12,7 +12,7 @@ from dpkit.base.jsonutil import json_safe, restore_floats
 
 # every file ``dpkit run`` writes into its output folder (``--fresh`` removes these and no other)
 WRITTEN_FILES = ("results.jsonl", "results.csv", "cells.csv", "ledger.json", "claims.json",
-                 "spec.json", "failures.jsonl", "tradeoff.png")
+                 "spec.json", "reference.json", "failures.jsonl", "tradeoff.png")
 
 
 def _json_default(value: Any) -> Any:

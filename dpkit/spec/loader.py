@@ -55,15 +55,39 @@ def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
     return deep_merge(merged, raw)
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    """``override`` on top of ``base``, merging nested mappings."""
+PLUGIN_PARAMS = ("params", "evaluation")
+"""Mappings a plug-in defines (its params; the mechanism task's ``evaluation``): there ``null`` is
+a value (``max_examples: null``: all of them), never a removal."""
+
+
+def deep_merge(base: dict, override: dict, *, _params: bool = False) -> dict:
+    """``override`` on top of ``base`` (what ``include:`` does), like Hydra's config groups and
+    JSON Merge Patch:
+
+    - nested mappings merge key by key, except that a **component replaced by another** (a mapping
+      whose ``name`` differs from the included one's) replaces it whole: its params, sweep and
+      label are its own, none of the included component's;
+    - ``key: null`` **removes** an included key of the spec (``sweep: null``, ``model: null``), so
+      the key takes its default; inside a plug-in's params (:data:`PLUGIN_PARAMS`) null is a
+      value and replaces the included one;
+    - lists and everything else replace.
+    """
     out = dict(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
+        in_params = _params or key in PLUGIN_PARAMS
+        if value is None and not _params and key in out:
+            del out[key]
+        elif isinstance(value, dict) and isinstance(out.get(key), dict) \
+                and not _replaces(out[key], value):
+            out[key] = deep_merge(out[key], value, _params=in_params)
         else:
             out[key] = value
     return out
+
+
+def _replaces(included: dict, override: dict) -> bool:
+    """Whether ``override`` names another component than ``included`` (then it replaces it)."""
+    return "name" in included and "name" in override and included["name"] != override["name"]
 
 
 def _closest_file(path: Path) -> str:

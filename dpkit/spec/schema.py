@@ -42,6 +42,11 @@ class MethodEntry(_Strict):
             raise ValueError(f"seeds {seeds} repeat a value; list each seed once")
         return seeds
 
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _null_is_no_sweep(cls, sweep: Any) -> Any:
+        return {} if sweep is None else sweep
+
     @field_validator("sweep")
     @classmethod
     def _non_empty_values(cls, sweep: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -125,6 +130,11 @@ class Spec(_Strict):
     claims: list[Claim] = Field(default_factory=list, description="see docs/evidence.md")
     path: str = Field("", exclude=True)
     _checked: Any = PrivateAttr(default=None)  # (registry, content, cells) of the last check
+
+    @field_validator("sweep", mode="before")
+    @classmethod
+    def _null_is_no_sweep(cls, sweep: Any) -> Any:
+        return {} if sweep is None else sweep
 
     @model_validator(mode="after")
     def _one_method(self) -> Spec:

@@ -21,7 +21,7 @@ from dpkit.testing.strategies_accounting import (
     spend_lists,
 )
 
-FAST = settings(max_examples=15, deadline=None)
+FAST = settings(max_examples=min(15, settings.default.max_examples), deadline=None)
 
 
 def dp_epsilon(spends, delta=1e-5):
@@ -106,7 +106,7 @@ def _fill(ledger, spends):
         ledger.spend(g, label, count)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=min(10, settings.default.max_examples), deadline=None)
 @given(spends=spend_lists(dp_guarantees(), max_size=4))
 def test_dp_ceiling_refuses_exactly_at_the_boundary(spends):
     prefix = [dp_epsilon(spends[:i + 1]) for i in range(len(spends))]

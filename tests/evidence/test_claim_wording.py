@@ -51,3 +51,58 @@ def test_a_method_without_finished_cells_is_waiting_not_missing():
     assert waiting.verdict == "undecided"
     assert waiting.reason.startswith("no finished cells yet of 'Cosine'")
     assert "no method labelled 'Typo'" in typo.reason  # not a label of the spec: said so
+
+
+def paired(diffs_by_eta: dict[float, list[float]], a="Cosine", b="Laplace") -> list[dict]:
+    out = []
+    for eta, diffs in diffs_by_eta.items():
+        for seed, d in enumerate(diffs):
+            for method, value in ((a, 0.6 + d), (b, 0.6)):
+                out.append({"method": method, "point": {"eta": eta}, "params": {}, "seed": seed,
+                            "metrics": {"accuracy": value}, "privacy": {}})
+    return out
+
+
+def test_a_non_inferiority_claim_says_how_far_below_b_a_may_truly_be():
+    """The issue's example: "detects ≥ -0.00589" becomes "A is at most 0.0059 below B"."""
+    claim = Claim(method="Cosine", versus="Laplace", metric="accuracy", direction="greater",
+                  margin=-0.03, over="eta")
+    result = evaluate(claim, paired({5.0: [-0.004, 0.001, -0.002, 0.0]}))
+    (p,) = result.points
+    assert -0.03 < p.detectable < 0  # the numbers themselves are unchanged (claims.json)
+    assert result.power_note.startswith(
+        f"with 4 seeds the run had 80 % power to show this if, in truth, Cosine is at most "
+        f"{-p.detectable:.2g} below Laplace in accuracy")
+    assert "detects" not in format_verdicts([result])
+
+
+def test_superiority_and_less_claims_say_at_least_above_or_below():
+    greater = Claim(method="Cosine", versus="Laplace", metric="accuracy", direction="greater",
+                    over="eta")
+    (p,) = (r := evaluate(greater, paired({5.0: [0.02, 0.05, 0.01]}))).points
+    assert f"Cosine is at least {p.detectable:.2g} above Laplace in accuracy" in r.power_note
+    less = Claim(method="Cosine", versus="Laplace", metric="accuracy", direction="less",
+                 margin=0.5, over="eta")
+    (q,) = (r := evaluate(less, paired({5.0: [-0.6, -0.55, -0.7]}))).points
+    assert q.detectable < -0.5
+    assert f"Cosine is at least {-q.detectable:.2g} below Laplace in accuracy" in r.power_note
+
+
+def test_a_relative_claim_names_the_factor_and_several_points_name_the_axis_once():
+    claim = Claim(method="Cosine", versus="Laplace", metric="accuracy", direction="less",
+                  margin=0.2, relative=True, over="eta")
+    result = evaluate(claim, paired({1.0: [-0.3, -0.35, -0.32], 2.0: [-0.3, -0.36, -0.31]}))
+    first, second = result.points
+    note = result.power_note
+    assert (f"Cosine is below 0.8 × Laplace by at least {-first.detectable:.2g} in accuracy at "
+            f"eta = 1, by at least {-second.detectable:.2g} at 2") in note
+    assert note.count("eta") == 1
+
+
+def test_large_effects_are_written_without_exponents():
+    claim = Claim(method="DPED", versus="PATE", metric="perplexity", direction="less",
+                  over="eta")
+    result = evaluate(claim, [{**r, "metrics": {"perplexity": 1500 + 400 * (r["method"] == "DPED")
+                                                + r["metrics"]["accuracy"] * 1000}}
+                              for r in paired({1.0: [0.01, 0.2, 0.05]}, "DPED", "PATE")])
+    assert "e+" not in result.power_note and "e-" not in result.power_note

@@ -93,26 +93,30 @@ def test_a_verdict_reports_the_detectable_effect_and_the_seeds_for_the_papers():
         assert p.detectable == pytest.approx(0.01 + detectable_effect(sd, 3, ALPHA / 2))
         assert p.seeds_for_paper == seeds_needed(0.05, sd, ALPHA / 2)
     worst = max(p.seeds_for_paper for p in result.points)
-    assert result.power_note.endswith(f"the paper's effect +0.06 needs ≈ {worst} seeds")
-    assert result.headline.startswith("undecided — this run detects ≥ +")
+    assert result.power_note.endswith(f"the paper's effect +0.06 with that power takes ≈ {worst} "
+                                      "seeds")
+    assert result.headline.startswith("undecided — with 3 seeds the run had 80 % power to show "
+                                      "this if, in truth, A is at least ")
     text = format_verdicts([result])
-    assert "detects ≥" in text and "paper +0.06 needs" in text
+    assert "80 % power at diff ≥ +" in text and "the paper's +0.06 needs" in text
 
 
 def test_a_less_claim_detects_below_its_threshold_and_says_when_no_paper_effect_is_given():
     result = evaluate(claim(direction="less"), paired_rows({1.0: [-0.01, 0.02, 0.0]}))
     (p,) = result.points
     assert p.detectable < 0
-    assert result.power_note.startswith(f"this run detects ≤ {p.detectable:+.3g} (")
+    assert result.power_note.startswith("with 3 seeds the run had 80 % power to show this if, in "
+                                        f"truth, A is at least {-p.detectable:.2g} below B in acc")
     assert result.power_note.endswith("no paper effect given")
 
 
 def test_a_point_without_spread_says_any_difference_beyond_the_threshold_is_detected():
     # two students that both kept their start: the paired difference is exactly 0 at every seed
     result = evaluate(claim(direction="less"), paired_rows({1.0: [0.0, 0.0, 0.0]}))
-    assert result.power_note.startswith("this run detects < +0 (no spread) (")
+    assert result.power_note.startswith("the paired differences do not vary between seeds, so "
+                                        "the sign decides: this shows wherever A is below B in acc")
     assert "-0" not in result.power_note
-    assert "; detects < +0 (no spread)" in format_verdicts([result])
+    assert "; no spread: the sign decides" in format_verdicts([result])
 
 
 def test_holds_at_the_detectable_effect_about_as_often_as_the_power_says():

@@ -61,7 +61,7 @@ def test_compact_table_fits_120_columns_with_headline_and_guarantee(spec, rows):
     lines = table_lines(text)
     assert max(len(line) for line in lines) <= 120
     header = [h.strip() for h in lines[0].strip("|").split("|")]
-    assert header == ["method", "eta", "accuracy", "recovery_at5", "guarantee"]
+    assert header == ["method", "eta", "accuracy ↑", "recovery_at5 ↓", "guarantee"]
     assert "η = 10/token" in next(x for x in lines if "| 10 " in x)
     for bookkeeping in ("converged", "n_docs", "train_loss_final", "clean_accuracy"):
         assert bookkeeping not in lines[0]

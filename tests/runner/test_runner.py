@@ -108,3 +108,18 @@ output: {out}
     assert resumed.returncode == 0, resumed.stderr
     assert f"{6 - done} run now, {done} resumed" in resumed.stdout
     assert len(read_rows(out)) == 6
+
+
+def test_a_reference_that_cannot_be_measured_never_costs_the_outputs(toy_spec_text, toy_plugins,
+                                                                     monkeypatch, capsys):
+    import dpkit.report.reference
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no labels today")
+
+    monkeypatch.setattr(dpkit.report.reference, "measure_reference", broken)
+    path, out = toy_spec_text
+    outcome = run_spec(load_spec(path), show_progress=False)
+    assert outcome.ran == 3 and outcome.reference is None
+    assert (out / "results.csv").exists() and not (out / "reference.json").exists()
+    assert "reference.json not written (RuntimeError: no labels today)" in capsys.readouterr().err

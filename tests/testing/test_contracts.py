@@ -99,20 +99,20 @@ def test_same_distribution_tells_laws_apart():
     assert not same_distribution(ids, torch.randint(3, (500, 1), generator=gen), x)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=min(25, settings.default.max_examples), deadline=None)
 @given(strategies.valid_params(reference.RefLaplace.Params))
 def test_valid_params_strategy_respects_bounds(params):
     assert reference.RefLaplace.Params.model_validate(params).eta > 0
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=min(15, settings.default.max_examples), deadline=None)
 @given(strategies.embedding_spaces(max_vocab=12), strategies.embedding_batches(dim=3))
 def test_space_and_batch_strategies(space, batch):
     assert space.vectors.shape == (space.size, space.dim) and 4 <= space.size <= 12
     assert batch.shape[1] == 3 and batch.abs().max() <= 3.0
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=min(15, settings.default.max_examples), deadline=None)
 @given(strategies.embedding_spaces(max_vocab=10).flatmap(
     lambda s: strategies.token_id_sequences(s, max_len=6).map(lambda ids: (s, ids))))
 def test_exponential_log_ratio_bounded_for_any_space(case):
