@@ -124,9 +124,9 @@ class PluginSystem:
         for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
             info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
 
-            def register(*args, _info=info):
+            def register(*args, _info=info, **kwargs):
                 try:
-                    add(*args, _info.name)
+                    add(*args, _info.name, **kwargs)
                 except PluginError as exc:
                     _info.build_errors.append(str(exc))
 
@@ -140,8 +140,8 @@ class PluginSystem:
         for info in self.info.values():
             info.build_errors = []
         for hook_name, kind in hookspecs.HOOKS.items():
-            self._call_hook(hook_name, lambda cls, plugin, _kind=kind: registry.add(_kind, cls,
-                                                                                    plugin))
+            self._call_hook(hook_name, lambda component, plugin, _kind=kind, **how: registry.add(
+                _kind, component, plugin, **how))
         self._call_hook(hookspecs.AUDIT_HOOK, registry.add_audit)
         for info in self.info.values():
             for err in info.errors:
