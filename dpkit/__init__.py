@@ -47,6 +47,8 @@ _HOMES: dict[str, str] = {
     "RunContext": "dpkit.contract.context",
     "PrivacySettings": "dpkit.contract.privacy",
     "Registry": "dpkit.contract.registry",
+    "load_dataset": "dpkit.contract.plugins",
+    "load_model": "dpkit.contract.plugins",
     "run_attack": "dpkit.contract.attacks",
     # Releases: what crosses to the server
     "Release": "dpkit.release.declaration",
@@ -169,6 +171,7 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
     from dpkit.contract.context import AttackContext as AttackContext, RunContext as RunContext
     from dpkit.contract.privacy import PrivacySettings as PrivacySettings
     from dpkit.contract.registry import Registry as Registry
+    from dpkit.contract.plugins import load_dataset as load_dataset, load_model as load_model
     from dpkit.contract.attacks import run_attack as run_attack
     from dpkit.release.declaration import Release as Release
     from dpkit.release.wire import DOWN as DOWN, UP as UP, Wire as Wire

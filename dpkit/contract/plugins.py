@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import pluggy
 
@@ -205,3 +206,15 @@ def register_plugin(plugin: ModuleType | object, name: str) -> None:
     if name in system.info:
         raise DpkitError(f"a plug-in named {name!r} is already loaded; pick another name")
     system.add(plugin, name)
+
+
+def load_dataset(name: str, params: dict | None = None) -> Any:
+    """Load the registered dataset ``name`` with ``params`` (for scripts and notebooks)."""
+    return get_registry().build("dataset", name, params or {}).load()
+
+
+def load_model(name: str, params: dict | None = None, device: str = "auto") -> Any:
+    """Load the registered model ``name`` onto ``device`` (``auto``: CUDA when available)."""
+    from dpkit.contract.context import resolve_device
+
+    return get_registry().build("model", name, params or {}).load(resolve_device(device))

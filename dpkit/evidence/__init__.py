@@ -23,13 +23,20 @@ _HOMES = {
 __all__ = sorted(_HOMES)
 __getattr__ = export_lazily(__name__, _HOMES, globals())
 
-if TYPE_CHECKING:
-    from dpkit.evidence.claims import Claim
-    from dpkit.evidence.stats import Summary, holm, one_sided_p, summarize
+if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
+    from dpkit.evidence.claims import (
+        Claim as Claim,
+    )
+    from dpkit.evidence.stats import (
+        Summary as Summary,
+        holm as holm,
+        one_sided_p as one_sided_p,
+        summarize as summarize,
+    )
     from dpkit.evidence.verdict import (
-        ClaimResult,
-        evaluate,
-        evaluate_all,
-        format_verdicts,
-        write_claims,
+        ClaimResult as ClaimResult,
+        evaluate as evaluate,
+        evaluate_all as evaluate_all,
+        format_verdicts as format_verdicts,
+        write_claims as write_claims,
     )

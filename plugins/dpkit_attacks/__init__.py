@@ -1,7 +1,7 @@
 """Built-in generic attacks every plug-in can use: inversion, token recovery, mutual information,
 attributes."""
 
-from dpkit.contract.hookspecs import hookimpl
+from dpkit import hookimpl
 from dpkit_attacks.attribute import (
     AttributeInference,
     attribute_inference,

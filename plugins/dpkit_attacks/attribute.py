@@ -7,9 +7,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import ServerView
+from dpkit import Component, Params, ServerView
 
 
 def train_mlp_classifier(x: torch.Tensor, y: torch.Tensor, *, generator: torch.Generator,

@@ -7,10 +7,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import ServerView
-from dpkit.text.entropy import kl_entropy, kl_mutual_information, knn_distances  # noqa: F401
+from dpkit import Component, Params, ServerView, kl_entropy, kl_mutual_information, knn_distances  # noqa: F401 (re-exported)
 
 
 class MutualInformationParams(Params):

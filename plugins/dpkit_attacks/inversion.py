@@ -7,12 +7,16 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import ServerView
-from dpkit.text.search import VocabIndex
-from dpkit.text.recovery import hit_rates, knn_candidates, knn_recovery  # noqa: F401 (re-exported)
-from dpkit.text.space import EmbeddingSpace
+from dpkit import (
+    Component,
+    EmbeddingSpace,
+    Params,
+    ServerView,
+    VocabIndex,
+    hit_rates,
+    knn_candidates,
+    knn_recovery,  # noqa: F401 (re-exported)
+)
 
 
 def substitute_recovery(substituted: torch.Tensor, truth: torch.Tensor, space: EmbeddingSpace,

@@ -9,10 +9,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.base.cache import process_cache
-from dpkit.accounting import KAnonymityGuarantee
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import stop_word_mask
+from dpkit import KAnonymityGuarantee, VocabIndex, process_cache, stop_word_mask
 
 from dpkit_baselines.sampling import frequency_rank, gumbel_argmax
 

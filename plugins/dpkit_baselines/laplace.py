@@ -9,11 +9,15 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.base.cache import process_cache
-from dpkit.accounting import MetricDpGuarantee, NoGuarantee
-from dpkit.text.noise import laplace_log_density, sample_laplace_noise
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import stop_word_mask
+from dpkit import (
+    MetricDpGuarantee,
+    NoGuarantee,
+    VocabIndex,
+    laplace_log_density,
+    process_cache,
+    sample_laplace_noise,
+    stop_word_mask,
+)
 
 
 
@@ -65,7 +69,7 @@ class LaplaceDx(dpkit.Component):
     def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Exact ``log p(y | x)`` per row; only without clipping (clipping puts mass on the sphere)."""
         if self.params.clip_bound is not None:
-            raise dpkit.base.errors.AuditError(
+            raise dpkit.AuditError(
                 f"laplace_dx with clip_bound={self.params.clip_bound} has no density (clipping puts "
                 "mass on the sphere); audit it with clip_bound unset — clipping is post-processing")
         return laplace_log_density(x, y, self.params.eta)

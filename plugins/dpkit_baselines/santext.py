@@ -8,7 +8,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
+from dpkit import Guarantee, MetricDpGuarantee, NoGuarantee
 
 from dpkit_baselines.sampling import exact_pairwise_l2, frequency_rank, sample_by_id
 

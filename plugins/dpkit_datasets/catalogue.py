@@ -9,9 +9,7 @@ from typing import ClassVar, Literal, Sequence
 from pydantic import Field
 
 import dpkit
-from dpkit.data.sources import CatalogueEntry
-from dpkit.data.splits import build_dataset, seeded_split
-from dpkit.data.types import Analogies, TextDataset, WordPairs
+from dpkit import Analogies, CatalogueEntry, TextDataset, WordPairs, build_dataset, seeded_split
 from dpkit_datasets import artifacts as A
 from dpkit_datasets import readers as R
 from dpkit_datasets.local import LocalFiles

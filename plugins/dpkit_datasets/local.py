@@ -17,10 +17,14 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.data.sources import CatalogueEntry, sha256_file
-from dpkit.data.splits import build_dataset, seeded_split
-from dpkit.data.types import TextDataset
-from dpkit.base.errors import DataSourceError
+from dpkit import (
+    CatalogueEntry,
+    DataSourceError,
+    TextDataset,
+    build_dataset,
+    seeded_split,
+    sha256_file,
+)
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
            ".pq": "parquet"}

@@ -8,10 +8,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.contract.protocols import DefenseResult
-from dpkit.contract.releases import declare_releases
-from dpkit.release.declaration import Release
-from dpkit.ml.training import attach_curves
+from dpkit import DefenseResult, Release, attach_curves, declare_releases
 from dpkit_dped.aggregation import aggregate
 from dpkit_dped.pipeline import evaluate, prepare, public_model, teacher_models, teacher_outputs
 from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, noiseless_plan, plan_noise

@@ -15,10 +15,8 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_noise, dpsgd_event
+from dpkit import DpGuarantee, NoGuarantee, Release, calibrate_noise, declare_releases, dpsgd_event
 from dpkit_dped.corpus import document_tensor, encode
-from dpkit.contract.releases import declare_releases
-from dpkit.release.declaration import Release
 from dpkit_dped.defenses import CorpusParams, privacy_settings, with_curves
 from dpkit_dped.pipeline import evaluate, prepare, public_model
 from dpkit_dped.releases import GRADIENT, as_release, gradient_sender

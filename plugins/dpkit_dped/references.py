@@ -11,10 +11,7 @@ from __future__ import annotations
 import dp_accounting
 
 import dpkit
-from dpkit.accounting import DpGuarantee, NoGuarantee
-from dpkit.contract.protocols import DefenseResult
-from dpkit.contract.releases import declare_releases
-from dpkit.release.declaration import Release
+from dpkit import DefenseResult, DpGuarantee, NoGuarantee, Release, declare_releases
 from dpkit_dped.defenses import CorpusParams, EnsembleParams, with_curves
 from dpkit_dped.evaluation import ensemble_perplexity
 from dpkit_dped.pipeline import evaluate, nonprivate_model, prepare, public_model, teacher_models

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 import dpkit
-from dpkit.audit.canary_split import SplitCanaryAudit
+from dpkit import SplitCanaryAudit
 from dpkit_hiddenecho.data import privatize_split
 from dpkit_hiddenecho.protocol import SplitProtocol
 

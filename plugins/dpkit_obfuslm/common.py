@@ -9,8 +9,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit import Release
-from dpkit.accounting import NoGuarantee
+from dpkit import NoGuarantee, Release
 from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
 from dpkit_obfuslm.obfuscate import ObfuscatedTables, install_tables, obfuscate_tables
 

@@ -12,8 +12,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.contract.releases import declare_releases
-from dpkit.ml.training import attach_curves
+from dpkit import attach_curves, declare_releases
 from dpkit_obfuslm.classify import EncoderClassifier, fine_tune, predict
 from dpkit_obfuslm.client import ObfusClient
 from dpkit_obfuslm.common import (

@@ -13,8 +13,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.contract.releases import declare_releases
-from dpkit.ml.training import TrainingCurve, attach_curves
+from dpkit import TrainingCurve, attach_curves, declare_releases, with_lora
 from dpkit_obfuslm.classify import Encoded
 from dpkit_obfuslm.client import ObfusClient
 from dpkit_obfuslm.common import (
@@ -75,8 +74,6 @@ def lora_fine_tune(model, data_ids: torch.Tensor, mask: torch.Tensor, p: Generat
     returns the model and its curve (mean training loss since the last point, loss on the
     ``validation`` texts), recorded CURVE_POINTS times over the run."""
     from peft import LoraConfig
-
-    from dpkit.models import with_lora
 
     present = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
     config = LoraConfig(r=p.lora_r, lora_alpha=p.lora_alpha, lora_dropout=0.0,

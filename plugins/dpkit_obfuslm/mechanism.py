@@ -12,8 +12,7 @@ from typing import ClassVar
 import torch
 
 import dpkit
-from dpkit.accounting import KAnonymityGuarantee, NoGuarantee
-from dpkit.base.cache import cached
+from dpkit import KAnonymityGuarantee, NoGuarantee, cached
 from dpkit_obfuslm.cluster import Clusters, embed_cluster
 from dpkit_obfuslm.common import ObfuscationParams
 from dpkit_obfuslm.obfuscate import FAITHFUL_REASON, UNMIXED_REASON

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from dpkit.audit.canary_split import SplitCanaryAudit
-from dpkit.release.wire import Release
+from dpkit import Release, SplitCanaryAudit
 from dpkit_snd.client import SplitClient
 from dpkit_snd.defenses import UPLOAD_NOISE
 from dpkit_snd.privatize import privatize_tokens

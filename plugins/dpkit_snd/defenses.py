@@ -9,9 +9,7 @@ import torch
 from dpkit_baselines.laplace import NoNoise
 
 import dpkit
-from dpkit import DefenseResult, Release
-from dpkit.accounting import NoGuarantee
-from dpkit.contract.releases import declare_releases
+from dpkit import DefenseResult, NoGuarantee, Release, declare_releases
 from dpkit_snd import denoising
 from dpkit_snd.client import SplitClient
 from dpkit_snd.params import (

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from dpkit.testing.battery import Check, defense_audit
-from dpkit.testing.planted import PlantedBug, replace, scale_result
+from dpkit.testing import Check, PlantedBug, defense_audit, replace, scale_result
 
 SAMPLER = "dpkit_baselines.laplace"
 

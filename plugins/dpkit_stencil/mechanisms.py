@@ -8,11 +8,15 @@ import torch
 from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.base.cache import process_cache
-from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
-from dpkit.text.noise import sample_laplace_noise
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import stop_word_mask
+from dpkit import (
+    Guarantee,
+    MetricDpGuarantee,
+    NoGuarantee,
+    VocabIndex,
+    process_cache,
+    sample_laplace_noise,
+    stop_word_mask,
+)
 
 from dpkit_baselines.laplace import NOISE_STREAM
 from dpkit_stencil.window import max_contribution, window_mix

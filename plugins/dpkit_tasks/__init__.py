@@ -1,7 +1,7 @@
 """Built-in generic tasks: ``privatize_text``, the defense a spec's ``mechanism:`` cell runs (any token
 mechanism on text, scored by a utility classifier)."""
 
-from dpkit.contract.hookspecs import hookimpl
+from dpkit import hookimpl
 from dpkit_tasks.classifier import (
     clear_classifiers,
     doc_features,

@@ -8,15 +8,19 @@ from typing import Any, ClassVar, Literal
 import torch
 from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import DefenseResult, FitsCounts, is_sequence_level
-from dpkit.contract.releases import declare_releases
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import EmbeddingSpace
-from dpkit.release.tokens import token_releases
-from dpkit.ml.training import attach_curves
-from dpkit.release.wire import Release
+from dpkit import (
+    Component,
+    DefenseResult,
+    EmbeddingSpace,
+    FitsCounts,
+    Params,
+    Release,
+    VocabIndex,
+    attach_curves,
+    declare_releases,
+    is_sequence_level,
+    token_releases,
+)
 from dpkit_tasks.classifier import doc_features, train_text_classifier
 
 

@@ -12,7 +12,7 @@ import torch
 from pydantic import Field
 
 import dpkit
-from dpkit.accounting import DpGuarantee
+from dpkit import DpGuarantee
 
 
 class ClippedGaussian:

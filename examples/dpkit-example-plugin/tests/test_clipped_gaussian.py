@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from dpkit.accounting import Ledger
+from dpkit import Ledger
 from dpkit.testing import MechanismContract
 
 ClippedGaussian = pytest.importorskip(
