@@ -37,6 +37,7 @@ _HOMES: dict[str, str] = {
     "generated_dataset": "dpkit.testing.textdata",
     "generated_texts": "dpkit.testing.textdata",
     "tiny_context": "dpkit.testing.params_contract",
+    "api_violations": "dpkit.testing.boundary",
     "strategies": "dpkit.testing.strategies",
     "strategies_accounting": "dpkit.testing.strategies_accounting",
     "strategies_tokens": "dpkit.testing.strategies_tokens",
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
         generated_texts as generated_texts,
     )
     from dpkit.testing.params_contract import tiny_context as tiny_context
+    from dpkit.testing.boundary import api_violations as api_violations
     from dpkit.testing import strategies as strategies
     from dpkit.testing import strategies_accounting as strategies_accounting
     from dpkit.testing import strategies_tokens as strategies_tokens

@@ -6,7 +6,6 @@ import math
 from typing import ClassVar
 
 import torch
-from dpkit_baselines.laplace import NoNoise
 
 import dpkit
 from dpkit import DefenseResult, NoGuarantee, Release, declare_releases
@@ -75,7 +74,8 @@ class _NoisyDefense(_SplitDefense):
         if self.params.clip:
             raw["clip_bound"] = client.clip_bound
         if math.isinf(eta):  # the noiseless ceiling: nothing drawn, no guarantee
-            return NoNoise(self.name, raw.get("clip_bound"))
+            return dpkit.Noiseless(f"{self.name} at η = ∞ sends the token embeddings without "
+                                   "noise", raw.get("clip_bound"))
         return ctx.build("mechanism", self.params.mechanism, raw)
 
     def run(self, ctx) -> DefenseResult:

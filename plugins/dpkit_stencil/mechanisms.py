@@ -18,7 +18,6 @@ from dpkit import (
     stop_word_mask,
 )
 
-from dpkit_baselines.laplace import NOISE_STREAM
 from dpkit_stencil.window import max_contribution, window_mix
 
 
@@ -120,7 +119,10 @@ class DxStencil(Stencil):
     name: ClassVar[str] = "dx_stencil"
     label: ClassVar[str] = "dχ-STENCIL"
     noisy: ClassVar[bool] = True
-    noise_stream: ClassVar[str] = NOISE_STREAM  # the same draws as NOISE's (privatize_text)
+    noise_stream: ClassVar[str] = "laplace_dx"
+    """The generator stream of the registered laplace_dx (its ``noise_stream``): privatize_text
+    gives dχ-STENCIL the same standardized draws as NOISE at one seed (tested against the
+    registry in tests/plugins/stencil)."""
 
     Params = DxStencilParams
 
