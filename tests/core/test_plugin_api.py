@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import dpkit
-import dpkit.testing
 from dpkit.testing import api_violations
 
 ROOT = Path(__file__).resolve().parents[2]
