@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import dpkit
 from dpkit.testing import api_violations
 
 ROOT = Path(__file__).resolve().parents[2]
