@@ -49,6 +49,3 @@ class HiddenEchoCanaryAudit(SplitCanaryAudit):
         proto.predict(noisy, clean, mask)
         return float(p.eta)
 
-
-AUDITS = {name: HiddenEchoCanaryAudit for name in ("hiddenecho", "hiddenecho_ldp", "hiddenecho_full")}
-"""Canary-audit adapter per defense name (registered by the plug-in's hook)."""

@@ -46,6 +46,3 @@ class SndCanaryAudit(SplitCanaryAudit):
         client.server(sent, ctx.wire.send("mask", private.mask))
         return float(d.params.eta)
 
-
-AUDITS = {name: SndCanaryAudit for name in ("snd", "tokembpriv", "snd_server_denoise")}
-"""Canary-audit adapter per defense name (registered by the plug-in's hook)."""

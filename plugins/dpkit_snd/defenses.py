@@ -198,5 +198,3 @@ class SnDClean(_SplitDefense):
         metrics.update(self._document_metrics(client, train, test))
         return result(metrics, view, ctx.wire.summary(), [classifier])
 
-
-DEFENSES: tuple[type, ...] = (SnD, TokEmbPriv, SnDText2Text, ServerDenoise, SnDClean)
