@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpkit.budget.fingerprint import DatasetId, DatasetIds
+
+if TYPE_CHECKING:
+    from dpkit.contract.registry import Registry
 from dpkit.budget.selection import release_best_ledger
 from dpkit.budget.total import (
     CellSpends,
@@ -23,7 +26,7 @@ FIXED_GRID = ("dpkit runs a fixed grid, which Papernot & Steinke's bound does no
               "a random number of runs): the best cell is charged as every candidate composed")
 
 
-def dataset_ids(registry: Any = None) -> Any:
+def dataset_ids(registry: Registry | None = None) -> Any:
     """A ``data ref -> DatasetId`` function; a dataset that cannot be built is keyed by its name."""
     ids = None
     if registry is not None:
@@ -42,7 +45,8 @@ def dataset_ids(registry: Any = None) -> Any:
     return of
 
 
-def row_spends(rows: Iterable[Mapping[str, Any]], spec: Any, registry: Any = None) -> list[CellSpends]:
+def row_spends(rows: Iterable[Mapping[str, Any]], spec: Any,
+               registry: Registry | None = None) -> list[CellSpends]:
     """:class:`CellSpends` of finished rows (``data`` from the row, else the spec's)."""
     of = dataset_ids(registry)
     default = spec.data.model_dump(mode="json")
@@ -120,18 +124,14 @@ def spec_privacy_text(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rows_privacy(spec: Any, rows: Sequence[Mapping[str, Any]]) -> dict:
-    """:func:`spec_privacy` of a run's finished rows, datasets fingerprinted with the plug-ins."""
-    from dpkit.contract.plugins import get_registry
-
-    try:
-        registry = get_registry()
-    except Exception:  # noqa: BLE001 - a report renders even where the plug-ins do not load
-        registry = None
+def rows_privacy(spec: Any, rows: Sequence[Mapping[str, Any]],
+                 registry: Registry | None = None) -> dict:
+    """:func:`spec_privacy` of a run's finished rows, datasets fingerprinted with ``registry``
+    (None: keyed by name)."""
     return spec_privacy(spec, row_spends(rows, spec, registry), rows)
 
 
-def plan_privacy(spec: Any, plans: list[dict[str, Any]], registry: Any = None) -> dict:
+def plan_privacy(spec: Any, plans: list[dict[str, Any]], registry: Registry | None = None) -> dict:
     """:func:`spec_privacy` of ``dpkit budget spec``'s plans (each seed of a plan is one cell)."""
     of = dataset_ids(registry)
     default = spec.data.model_dump(mode="json")

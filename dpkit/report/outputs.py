@@ -8,6 +8,7 @@ import csv
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpkit.budget.summary import rows_privacy, spec_privacy_text
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
@@ -21,6 +22,9 @@ from dpkit.report.table import (
     headline_metrics,
     render_rows,
 )
+
+if TYPE_CHECKING:
+    from dpkit.contract.registry import Registry
 
 STATS = ("mean", "sd", "ci_low", "ci_high", "n")
 
@@ -68,7 +72,8 @@ def metric_columns(rows: list[dict], report) -> list[str]:
     return first + [n for n in names if n not in first]
 
 
-def render_table(spec, rows: list[dict], wide: bool = False) -> str:
+def render_table(spec, rows: list[dict], wide: bool = False,
+                 registry: Registry | None = None) -> str:
     """The results table (mean ± 95 % half-width over seeds), the guarantees in words, then the
     claims' verdicts; compact (headline metrics and guarantees) unless ``wide``."""
     if not rows:
@@ -82,12 +87,12 @@ def render_table(spec, rows: list[dict], wide: bool = False) -> str:
     if spread:
         notes.insert(0, "± is the half-width of the 95 % Student-t interval over seeds.")
     notes += [line for line in (blank_note(agg, rows, body), _uncovered_legend(agg)) if line]
-    notes += guarantee_words(rows, spec)
+    notes += guarantee_words(rows, spec, registry)
     if not wide:
         notes.append("More columns: --wide (every metric); results.csv has each metric's mean, sd, "
                      "95 % interval and n.")
     text = render_rows(headers, body) + "\n" + "\n".join(wrap(note) for note in notes)
-    text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows))}"
+    text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows, registry))}"
     verdicts = format_verdicts(evaluate_all(spec, rows))
     return text + (f"\n\n{verdicts}" if verdicts else "")
 
@@ -143,9 +148,10 @@ def write_ledger(rows: list[dict], path: Path, total: dict | None = None) -> Non
                     encoding="utf-8")
 
 
-def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
+def write_outputs(spec, cells, rows: list[dict], out: Path, registry: Registry | None = None) -> None:
     """results.csv (summary), cells.csv, ledger.json, claims.json, spec.json and the plot for the
-    finished rows (relabelled from ``cells`` when given)."""
+    finished rows (relabelled from ``cells`` when given); ``registry`` fingerprints the datasets
+    (None: each is keyed by its name)."""
     if not rows:
         return
     labels = {c.key: c.method for c in cells}
@@ -153,7 +159,7 @@ def write_outputs(spec, cells, rows: list[dict], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_summary_csv(rows, out / "results.csv")
     write_cells_csv(rows, out / "cells.csv")
-    total = rows_privacy(spec, rows)
+    total = rows_privacy(spec, rows, registry)
     write_ledger(rows, out / "ledger.json", total)
     from dpkit.base.jsonutil import json_safe  # η = ∞ in params stays "inf", not null
 

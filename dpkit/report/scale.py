@@ -9,11 +9,14 @@ cache beside the artifacts, so ``dpkit report`` does not reload a model to say i
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dpkit.base.cache import cache_root
+
+if TYPE_CHECKING:
+    from dpkit.contract.registry import Registry
 
 SAMPLE = 2000
 """Words sampled (seeded) to estimate the median; their nearest neighbour is searched in the whole
@@ -39,7 +42,8 @@ def _cache_path():
     return cache_root() / "artifacts" / "nn_distance.json"
 
 
-def nearest_neighbour_median(space_name: str, model_ref: Any = None) -> float | None:
+def nearest_neighbour_median(space_name: str, model_ref: Any = None,
+                             registry: Registry | None = None) -> float | None:
     """The median nearest-neighbour L2 distance of the space ``space_name`` (as the ledger names
     it): from the cache, else measured on the spec's model (``{name, params}``) if that model's
     space has this name; None when it cannot be measured here."""
@@ -50,7 +54,7 @@ def nearest_neighbour_median(space_name: str, model_ref: Any = None) -> float | 
         known = {}
     if space_name in known:
         return float(known[space_name])
-    space = _load_space(model_ref)
+    space = _load_space(model_ref, registry)
     if space is None or space.name != space_name:
         return None
     value = median_nn_distance(space.vectors)
@@ -63,15 +67,14 @@ def nearest_neighbour_median(space_name: str, model_ref: Any = None) -> float | 
     return value
 
 
-def _load_space(model_ref: Any) -> Any:
+def _load_space(model_ref: Any, registry: Registry | None) -> Any:
     """The spec model's embedding space (loaded once per process), or None."""
-    if not model_ref:
+    if not model_ref or registry is None:
         return None
     from dpkit.contract.context import load_component
-    from dpkit.contract.plugins import get_registry
 
     try:
-        model = load_component(get_registry(), "model", model_ref["name"],
+        model = load_component(registry, "model", model_ref["name"],
                                model_ref.get("params") or {}, torch.device("cpu"))
         space = model if hasattr(model, "vectors") else model.as_space()
     except Exception:  # noqa: BLE001 — the table says the scale is unknown rather than failing

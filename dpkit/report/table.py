@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
 from dpkit.report.scale import nearest_neighbour_median
+
+if TYPE_CHECKING:
+    from dpkit.contract.registry import Registry
 
 PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
                    "anonymity_epsilon")
@@ -114,7 +117,7 @@ def blank_note(agg: list[dict], rows: list[dict], body: list[list[str]]) -> str:
     return f"{BLANK}: not measured for that method (it reports no such metric).{attacks}"
 
 
-def guarantee_words(rows: list[dict], spec: Any) -> list[str]:
+def guarantee_words(rows: list[dict], spec: Any, registry: Registry | None = None) -> list[str]:
     """Each kind of guarantee in the table, said in words with its unit."""
     lines = []
     spaces = sorted({s["guarantee"].get("space") or "" for r in rows
@@ -128,7 +131,7 @@ def guarantee_words(rows: list[dict], spec: Any) -> list[str]:
             lines.append(f"η/token: metric DP (dχ-privacy) per token — outputs for two texts "
                          f"that differ in one token x → x′ are within a factor e^ε, ε = η·d(x, x′), "
                          f"d the L2 distance in {space or 'the embedding space'}.")
-            scale = nearest_neighbour_median(space, model) if space else None
+            scale = nearest_neighbour_median(space, model, registry) if space else None
             if scale is not None:
                 finite = [e for e in etas if math.isfinite(e) and e > 0]
                 example = finite[len(finite) // 2] if finite else None
