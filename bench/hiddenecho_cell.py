@@ -32,6 +32,8 @@ from pathlib import Path
 
 import torch
 
+from dpkit.contract.plugins import get_registry
+
 
 def spec_cell(label: str, overrides: dict):
     """The spec's cell of method ``label`` at η = 60, seed 0, with ``overrides`` in params."""
@@ -39,7 +41,7 @@ def spec_cell(label: str, overrides: dict):
     from dpkit.spec import load_spec
     from dpkit.spec.cells import expand
 
-    spec = load_spec("specs/hiddenecho.yaml")
+    spec = load_spec("specs/hiddenecho.yaml", registry=get_registry())
     (cell,) = [c for c in expand(spec, get_registry())
                if c.method == label and c.seed == 0 and c.params.get("eta") == 60]
     return dataclasses.replace(cell, params={**cell.params, **overrides})
@@ -50,7 +52,7 @@ def timed_cell(cell) -> tuple[dict, float, float]:
     from dpkit.runner.execute import execute_cell
 
     start, start_cpu = time.perf_counter(), time.process_time()
-    row = execute_cell(cell)
+    row = execute_cell(cell, get_registry())
     return row, time.perf_counter() - start, time.process_time() - start_cpu
 
 

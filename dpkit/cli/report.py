@@ -42,7 +42,9 @@ def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dic
     if not (folder / "results.jsonl").is_file():
         raise DpkitError(f"{folder}: no results.jsonl; give a folder that `dpkit run` wrote to")
     if spec_path:
-        spec = load_spec(spec_path)
+        from dpkit.contract.plugins import get_registry
+
+        spec = load_spec(spec_path, registry=get_registry())
     elif (folder / "spec.json").is_file():
         spec = Spec.model_validate(restore_floats(json.loads(
             (folder / "spec.json").read_text(encoding="utf-8"))))
@@ -77,13 +79,24 @@ def _comparable(spec: Spec) -> dict:
     return {k: v for k, v in spec.model_dump(mode="json").items() if k not in RUN_ONLY}
 
 
-def _relabel_cells(spec):
-    """The spec's cells when its plug-ins load (for current labels); none otherwise."""
+def _registry():
+    """The installed plug-ins' registry, or None where they do not load (a report still renders)."""
+    from dpkit.contract.plugins import get_registry
+
     try:
-        from dpkit.contract.plugins import get_registry
+        return get_registry()
+    except Exception:  # noqa: BLE001 - a report renders even where the plug-ins do not load
+        return None
+
+
+def _relabel_cells(spec, registry):
+    """The spec's cells when its plug-ins load (for current labels); none otherwise."""
+    if registry is None:
+        return []
+    try:
         from dpkit.spec.cells import expand
 
-        return expand(spec, get_registry())
+        return expand(spec, registry)
     except DpkitError:
         return []
 
@@ -98,8 +111,9 @@ def _report(args) -> int:
         folders[0] if len(folders) == 1 else Path("runs") / f"{spec.name}-merged")
     if len(folders) > 1 or out != folders[0]:
         _write_rows(rows, out)
-    write_outputs(spec, _relabel_cells(spec), rows, out)
-    print(render_table(spec, rows, wide=args.wide))
+    registry = _registry()
+    write_outputs(spec, _relabel_cells(spec, registry), rows, out, registry)
+    print(render_table(spec, rows, wide=args.wide, registry=registry))
     print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
           f"{written_files(out)}")
     return 0

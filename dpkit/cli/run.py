@@ -35,6 +35,7 @@ def written_files(out) -> str:
 
 
 def _run(args) -> int:
+    from dpkit.contract.plugins import get_registry
     from dpkit.report import render_table
     from dpkit.runner import run_spec
     from dpkit.spec import load_spec, parse_spec, read_yaml
@@ -54,9 +55,9 @@ def _run(args) -> int:
             for entry in [raw.get("defense"), raw.get("mechanism"), *raw.get("baselines", [])]:
                 if isinstance(entry, dict):
                     entry.pop("seeds", None)  # --seeds N applies to every method
-        spec = parse_spec(raw, args.spec)
+        spec = parse_spec(raw, args.spec, registry=get_registry())
     else:
-        spec = load_spec(args.spec)
+        spec = load_spec(args.spec, registry=get_registry())
     if spec.device.startswith("cuda"):
         import torch
 
@@ -67,8 +68,8 @@ def _run(args) -> int:
             return 2
     outcome = run_spec(spec, args.out, fresh=args.fresh, executor=args.executor,
                        retries=args.retries, address=args.address,
-                       show_progress=not args.no_progress)
-    print(render_table(spec, outcome.rows, wide=args.wide))
+                       show_progress=not args.no_progress, registry=get_registry())
+    print(render_table(spec, outcome.rows, wide=args.wide, registry=get_registry()))
     print(f"\n{len(outcome.rows)} cells finished ({outcome.ran} run now, {outcome.skipped} "
           f"resumed from earlier runs), {len(outcome.failures)} failed; "
           f"{written_files(outcome.out_dir)}")

@@ -119,7 +119,7 @@ class PluginSystem:
             self._registry = self._build_registry()
         return self._registry
 
-    def _call_hook(self, hook_name: str, add: Callable[..., None]) -> None:
+    def _call_hook(self, hook_name: str, add: Callable[..., object]) -> None:
         """Call every implementation of ``hook_name`` with a ``register`` that passes its
         arguments and the plug-in's name to ``add``; errors are kept on the plug-in's info."""
         for impl in getattr(self.pm.hook, hook_name).get_hookimpls():

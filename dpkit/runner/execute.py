@@ -12,6 +12,7 @@ import torch
 
 from dpkit.contract.attacks import run_attack
 from dpkit.contract.context import derive_seed, resolve_device
+from dpkit.contract.registry import Registry
 from dpkit.runner.cell import open_cell, settle
 from dpkit.runner.plan_check import EQUAL, NOT_PLANNED, check_plan
 from dpkit.spec import Cell
@@ -26,11 +27,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None) -> dict:
+def execute_cell(cell: Cell, registry: Registry,
+                 progress: Callable[[str], None] | None = None) -> dict:
     """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing)."""
-    from dpkit.contract.plugins import get_registry
-
-    registry = registry or get_registry()
     started = time.perf_counter()
     device = resolve_device(cell.device)
     seed_everything(derive_seed(cell.seed, "global", cell.key))

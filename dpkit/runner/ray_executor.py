@@ -30,10 +30,12 @@ def _import_ray():
 
 
 def _run_cell(raw: dict) -> dict:
-    """Worker side: rebuild the cell and run it with the worker's own plug-in registry."""
+    """Worker side: rebuild the cell and run it with the worker's own plug-in registry (a worker
+    is a process of its own: its plug-in system is its entry point, like the command line's)."""
+    from dpkit.contract.plugins import get_registry
     from dpkit.runner.execute import execute_cell
 
-    return execute_cell(Cell.from_dict(raw))
+    return execute_cell(Cell.from_dict(raw), get_registry())
 
 
 class RayExecutor:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from dpkit.contract.registry import Registry
 from dpkit.runner.executor import Executor, RetryPolicy
 from dpkit.runner.lock import OutputLock
 from dpkit.runner.preflight import preflight
@@ -54,8 +55,8 @@ class _StopFlag:
             signal.signal(sig, old)
 
 
-def make_executor(name: str, retries: int = 0, address: str | None = None,
-                  registry=None) -> Executor:
+def make_executor(name: str, registry: Registry, retries: int = 0,
+                  address: str | None = None) -> Executor:
     """The executor called ``name`` (``local`` or ``ray``), both with the same retry policy.
 
     ``registry`` is used by the local executor; Ray workers build their own from the plug-ins
@@ -65,7 +66,7 @@ def make_executor(name: str, retries: int = 0, address: str | None = None,
     if name == "local":
         from dpkit.runner.local import LocalExecutor
 
-        return LocalExecutor(policy, registry=registry)
+        return LocalExecutor(registry, policy)
     if name == "ray":
         from dpkit.runner.ray_executor import RayExecutor
 
@@ -75,7 +76,7 @@ def make_executor(name: str, retries: int = 0, address: str | None = None,
 
 def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = False,
              executor: str = "local", retries: int = 0, address: str | None = None,
-             show_progress: bool = True, registry=None) -> RunOutcome:
+             show_progress: bool = True, registry: Registry) -> RunOutcome:
     """Run every pending cell of ``spec``; results go to ``out_dir`` (default from the spec).
 
     Every cell is checked before any runs (:func:`dpkit.spec.check_spec`), and the guarantees
@@ -83,21 +84,18 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
     (:func:`dpkit.runner.preflight.preflight`); the output folder is locked for the run
     (:class:`dpkit.runner.lock.OutputLock`: a second run refuses).
     """
-    from dpkit.contract.plugins import get_registry
-
-    registry = registry or get_registry()
     out = Path(out_dir) if out_dir else spec.output_dir()
     cells = check_spec(spec, registry)
     done = set() if fresh else set(ResultStore(out).rows)
     preflight(spec, [c for c in cells if c.key not in done], registry,
               say=lambda line: print(line, file=sys.stderr) if show_progress else None)
-    runner = make_executor(executor, retries=retries, address=address, registry=registry)
+    runner = make_executor(executor, registry, retries=retries, address=address)
     with OutputLock(out):
         return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
 
 
 def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fresh: bool,
-                show_progress: bool, registry=None) -> RunOutcome:
+                show_progress: bool, registry: Registry) -> RunOutcome:
     from dpkit.runner.budget import reserve_run
     from dpkit.report import write_outputs
 
@@ -135,5 +133,5 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         bar.close()
         budget.finish()
     outcome.rows = [store.rows[c.key] for c in cells if store.done(c.key)]
-    write_outputs(spec, cells, outcome.rows, out)
+    write_outputs(spec, cells, outcome.rows, out, registry)
     return outcome

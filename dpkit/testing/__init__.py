@@ -32,7 +32,8 @@ _HOMES: dict[str, str] = {
     "mechanism_audit": "dpkit.testing.battery",
     "run_battery": "dpkit.testing.battery",
     "dx_sampler_bugs": "dpkit.testing.dx_bugs",
-    "build_defense": "dpkit.audit.defense",
+    "build_defense": "dpkit.testing.params_contract",
+    "process_registry": "dpkit.testing.params_contract",
     # Tiny data and models, and hypothesis strategies
     "generated_dataset": "dpkit.testing.textdata",
     "generated_texts": "dpkit.testing.textdata",
@@ -75,7 +76,10 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
         run_battery as run_battery,
     )
     from dpkit.testing.dx_bugs import dx_sampler_bugs as dx_sampler_bugs
-    from dpkit.audit.defense import build_defense as build_defense
+    from dpkit.testing.params_contract import (
+        build_defense as build_defense,
+        process_registry as process_registry,
+    )
     from dpkit.testing.textdata import (
         generated_dataset as generated_dataset,
         generated_texts as generated_texts,

@@ -31,9 +31,9 @@ def dx_sampler_bugs(target: str, mechanism: str, registry: Any = None) -> list[P
     """The dχ-sampler bugs of registered mechanism ``mechanism``, planted for ``target`` (a defense
     or the mechanism itself): noise ×¼, noise ×0, and a sampler drawing at 4η while declaring η."""
     if registry is None:
-        from dpkit.contract.plugins import get_registry
+        from dpkit.testing.params_contract import process_registry
 
-        registry = get_registry()
+        registry = process_registry()
     owner = registry.get("mechanism", mechanism).target  # "package.module:Class"
     module = owner.partition(":")[0]
     return [

@@ -10,6 +10,7 @@ from dpkit.cli.main import main
 from dpkit.base.errors import BudgetExceededError
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
+from dpkit.contract.plugins import get_registry
 
 
 def toy_dataset(store):
@@ -19,7 +20,7 @@ def toy_dataset(store):
 
 def test_a_run_is_charged_to_its_dataset(toy_spec_text, toy_plugins, private_budget_store):
     path, out = toy_spec_text
-    run_spec(load_spec(path), show_progress=False)
+    run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     store = BudgetStore(private_budget_store)
     row = toy_dataset(store)
     assert row["name"] == "toy_text" and row["cap_epsilon"] is None
@@ -36,8 +37,8 @@ def test_a_run_is_charged_to_its_dataset(toy_spec_text, toy_plugins, private_bud
 def test_a_second_run_over_the_cap_is_refused_before_any_cell(toy_spec_text, toy_plugins,
                                                               private_budget_store, tmp_path):
     path, out = toy_spec_text
-    spec = load_spec(path)
-    first = json.loads(json.dumps(run_spec(spec, show_progress=False).rows))
+    spec = load_spec(path, registry=get_registry())
+    first = json.loads(json.dumps(run_spec(spec, show_progress=False, registry=get_registry()).rows))
     spent = math.fsum(r["privacy"]["epsilon"] for r in first)
     store = BudgetStore(private_budget_store)
     from dpkit.budget.fingerprint import DatasetId
@@ -47,7 +48,7 @@ def test_a_second_run_over_the_cap_is_refused_before_any_cell(toy_spec_text, toy
     store.set_cap(dataset, "add_remove", 1.5 * spent, 1e-5, force=True)
     other = tmp_path / "second"
     with pytest.raises(BudgetExceededError, match="nothing was run"):
-        run_spec(spec, other, show_progress=False)
+        run_spec(spec, other, show_progress=False, registry=get_registry())
     assert not (other / "results.jsonl").exists()
     assert len(store.runs(row["fingerprint"], "add_remove")) == 1
     code = main(["run", str(path), "--out", str(other), "--no-progress"])
@@ -57,13 +58,13 @@ def test_a_second_run_over_the_cap_is_refused_before_any_cell(toy_spec_text, toy
 def test_the_store_can_be_turned_off(toy_spec_text, toy_plugins, private_budget_store, monkeypatch):
     monkeypatch.setenv("DPKIT_BUDGET_STORE", "off")
     path, _ = toy_spec_text
-    run_spec(load_spec(path), show_progress=False)
+    run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert not private_budget_store.exists()
 
 
 def test_budget_status_and_cap_on_the_command_line(toy_spec_text, toy_plugins, capsys):
     path, _ = toy_spec_text
-    run_spec(load_spec(path), show_progress=False)
+    run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert main(["budget", "status", "toy_text"]) == 0
     text = capsys.readouterr().out
     assert "toy_text" in text and "(ε, δ)-DP: ε = " in text and "closed" in text
