@@ -4,7 +4,7 @@ A budget belongs to the people in a corpus, not to one subsample of it: two cell
 4,000 examples of Rotten Tomatoes may both hold any one critic's snippet, so both charge one
 budget. The fingerprint therefore hashes where the data comes from, never the sampling params:
 
-- a dataset that says it (:class:`FingerprintsContent`, e.g. ``local_files`` hashes its file);
+- a dataset that says it (:class:`FingerprintsContent`, e.g. one reading a local file hashes it);
 - a catalogue entry with a pinned artifact: the artifact's sha256 and the file read inside it;
 - anything else: the registered name alone, so every run of that dataset shares one budget
   (over-counts rather than under-counts).

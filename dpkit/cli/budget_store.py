@@ -84,10 +84,11 @@ def _dataset(name: str, store: Any) -> Any:
     registry = get_registry()
     if name in registry.names("dataset"):
         return identify(registry.build("dataset", name, {}), name)
-    if Path(name).expanduser().exists():
-        entry = registry.get("dataset", "local_files")
-        component = entry.cls(entry.cls.Params.model_construct(path=str(Path(name).expanduser())))
-        return identify(component, "local_files")
+    readers = registry.providers("dataset", "reads_files")
+    if Path(name).expanduser().exists() and readers:
+        entry = readers[0]  # the dataset that reads local files (dpkit.ReadsFiles)
+        component = entry.cls(entry.params.model_construct(path=str(Path(name).expanduser())))
+        return identify(component, entry.name)
     row = find_datasets(store, name)[0]
     return DatasetId(row["name"], row["fingerprint"], row["basis"])
 

@@ -30,10 +30,12 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("model", "dpkit_register_models", "ModelSource", ("load",), "models"),
 )
 
-DECLARED_CAPABILITIES: dict[str, str] = {"runs_mechanisms": "runs_mechanisms"}
+DECLARED_CAPABILITIES: dict[str, str] = {"runs_mechanisms": "runs_mechanisms",
+                                         "reads_files": "reads_files"}
 """Capabilities the framework looks up before a component's class is imported, each with the
 class attribute that marks it (true): a spec's ``mechanism:`` cells need the defense that runs
-mechanisms (:class:`dpkit.RunsMechanisms`). A component registered by reference declares these
+mechanisms (:class:`dpkit.RunsMechanisms`), ``dpkit budget cap FILE`` the dataset that reads a
+local file (:class:`dpkit.ReadsFiles`). A component registered by reference declares these
 (``register(..., capabilities=("runs_mechanisms",))``); the registry checks the class on import."""
 
 

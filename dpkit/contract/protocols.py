@@ -188,6 +188,16 @@ class RunsMechanisms(Protocol):
 
 
 @runtime_checkable
+class ReadsFiles(Protocol):
+    """A dataset source whose ``path`` param names a local file or folder it reads, and which
+    fingerprints its content (``content_fingerprint()``): ``dpkit budget cap FILE`` identifies a
+    local file through it. It declares ``reads_files = True`` (and, registered lazily, the
+    capability ``"reads_files"``)."""
+
+    reads_files: bool
+
+
+@runtime_checkable
 class DxLaplaceNoise(Protocol):
     """An embedding mechanism whose output is each row plus multivariate Laplace dχ noise at its
     guarantee's η (the law of :func:`dpkit.sample_laplace_noise`), then clipped to the L2 ball of
@@ -228,6 +238,7 @@ CAPABILITIES: dict[str, type] = {
     "exact_density": ExactDensity,
     "exact_output_probs": ExactOutputProbs,
     "runs_mechanisms": RunsMechanisms,
+    "reads_files": ReadsFiles,
     "dx_laplace_noise": DxLaplaceNoise,
 }
 """Optional capabilities by name: what a component may implement beyond its kind's protocol."""

@@ -1,7 +1,7 @@
 """Multivariate Laplace dχ noise: the sampler and exact log-density every dχ mechanism shares.
 
 Density ∝ exp(−η‖z‖₂) in ``d`` dimensions; adding it to a point gives η·d₂-privacy. Plug-ins that
-perturb embeddings (``laplace_dx``, dχ-STENCIL, third-party mechanisms) draw from here so the
+perturb embeddings (the built-in dχ mechanisms and third-party ones) draw from here so the
 sampler that the property tests check is the one that runs.
 
 torch is imported on first use (:func:`dpkit.lazy_import`), so a mechanism module importing these

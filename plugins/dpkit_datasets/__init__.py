@@ -27,4 +27,5 @@ def dpkit_register_datasets(register) -> None:
     """Register the built-in datasets."""
     for name, (target, params) in DATASETS.items():
         register(f"{__name__}.{target}", name=name,
-                 params=f"{__name__}.{params}" if params else dpkit.NoParams)
+                 params=f"{__name__}.{params}" if params else dpkit.NoParams,
+                 capabilities=("reads_files",) if name == "local_files" else ())

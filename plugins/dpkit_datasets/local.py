@@ -176,6 +176,7 @@ class LocalFiles(CatalogueEntry):
     kind: ClassVar[str] = "text classification"
     size: ClassVar[str] = "yours"
     inner: ClassVar[str] = "a local file (params.path)"
+    reads_files: ClassVar[bool] = True  # dpkit budget cap FILE identifies a file through it
     Params: ClassVar[type[dpkit.Params]] = LocalFileParams
 
     def content_fingerprint(self) -> tuple[str, str]:

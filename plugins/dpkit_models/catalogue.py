@@ -123,7 +123,7 @@ class TinyEncoder(_Model):
     def load(self, device: torch.device):
         """Build the model on ``device``."""
         p = self.params
-        return tiny_encoder(p.hidden_size, p.num_layers, p.num_heads, p.seed, device)
+        return tiny_encoder(p.hidden_size, p.num_layers, p.num_heads, p.seed, device, self.name)
 
 
 class TinyCausal(TinyEncoder):
@@ -135,7 +135,7 @@ class TinyCausal(TinyEncoder):
     def load(self, device: torch.device):
         """Build the model on ``device``."""
         p = self.params
-        return tiny_causal(p.hidden_size, p.num_layers, p.num_heads, p.seed, device)
+        return tiny_causal(p.hidden_size, p.num_layers, p.num_heads, p.seed, device, self.name)
 
 
 MODELS: tuple[type, ...] = (Glove6B50d, Glove840B300d, MiniLM, SmolLM2, HFModel, TinyEncoder,
