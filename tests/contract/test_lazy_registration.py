@@ -138,7 +138,7 @@ def test_declared_capabilities_must_match_the_class(acme):
     registry, _ = registry_of(("acme", plugin("dpkit_register_defenses", task)))
     assert registry.providers("defense", "runs_mechanisms") == []  # not declared: not found
     with pytest.raises(PluginError, match="declares none"):
-        registry.get("defense", "acme_task").cls
+        _ = registry.get("defense", "acme_task").cls
     declared = (task[0], {**task[1], "capabilities": ("runs_mechanisms",)})
     registry, _ = registry_of(("acme", plugin("dpkit_register_defenses", declared)))
     assert [e.name for e in registry.providers("defense", "runs_mechanisms")] == ["acme_task"]
