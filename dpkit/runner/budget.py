@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dpkit.base.results import CellResult
 from dpkit.budget.fingerprint import DatasetIds
 from dpkit.budget.store import BudgetStore, Request
 from dpkit.base.errors import BudgetStoreError
@@ -24,10 +25,10 @@ class RunBudget:
     def __init__(self, store: BudgetStore | None = None, run_of: dict[str, int] | None = None):
         self.store, self.run_of = store, run_of or {}
 
-    def commit(self, cell_key: str, row: dict[str, Any]) -> None:
+    def commit(self, cell_key: str, row: CellResult) -> None:
         """Charge a finished cell what its ledger recorded (call before writing its results)."""
         if self.store is not None and cell_key in self.run_of:
-            self.store.commit(self.run_of[cell_key], cell_key, row.get("ledger", {}).get("spends", []))
+            self.store.commit(self.run_of[cell_key], cell_key, row.ledger.get("spends", []))
 
     def finish(self) -> None:
         """Close, release or keep open each of the run's store runs (see :class:`BudgetStore`)."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from dpkit.base.results import CellResult
 from dpkit.contract.attacks import run_attack
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.contract.registry import Registry
@@ -28,8 +29,8 @@ def seed_everything(seed: int) -> None:
 
 
 def execute_cell(cell: Cell, registry: Registry,
-                 progress: Callable[[str], None] | None = None) -> dict:
-    """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing)."""
+                 progress: Callable[[str], None] | None = None) -> CellResult:
+    """Run ``cell`` and return its result (metrics, privacy summary, ledger, bytes, timing)."""
     started = time.perf_counter()
     device = resolve_device(cell.device)
     seed_everything(derive_seed(cell.seed, "global", cell.key))
@@ -52,24 +53,24 @@ def execute_cell(cell: Cell, registry: Registry,
             skipped.append(ref["name"])
             continue
         metrics.update(run_attack(attack, view, ctx))
-    return {
-        "key": cell.key,
-        "spec": cell.spec_name,
-        "method": cell.method,
-        "kind": cell.kind,
-        "component": cell.component,
-        "params": cell.params,
-        "point": cell.point,
-        "seed": cell.seed,
-        "data": cell.data,
-        "metrics": metrics,
-        "privacy": ledger.summary(),
-        "ledger": ledger.to_dict(),
-        "plan": plan,
-        "wire_bytes": dict(result.wire_bytes),
-        "training_curves": list(result.training_curves),
-        "attacks_skipped": skipped,
-        "device": str(device),
-        "elapsed_s": round(time.perf_counter() - started, 3),
-    }
+    return CellResult(
+        key=cell.key,
+        spec=cell.spec_name,
+        method=cell.method,
+        kind=cell.kind,
+        component=cell.component,
+        params=cell.params,
+        point=cell.point,
+        seed=cell.seed,
+        data=cell.data,
+        metrics=metrics,
+        privacy=ledger.summary(),
+        ledger=ledger.to_dict(),
+        plan=plan,
+        wire_bytes=dict(result.wire_bytes),
+        training_curves=list(result.training_curves),
+        attacks_skipped=skipped,
+        device=str(device),
+        elapsed_s=round(time.perf_counter() - started, 3),
+    )
 

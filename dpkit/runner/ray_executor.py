@@ -12,6 +12,7 @@ import os
 from typing import Callable, ClassVar, Iterable
 
 from dpkit.base.errors import DpkitError
+from dpkit.base.results import CellResult
 from dpkit.runner.executor import OnFailure, OnResult, Progress, RetryPolicy, describe_failure
 from dpkit.spec.cells import Cell
 
@@ -29,7 +30,7 @@ def _import_ray():
     return ray
 
 
-def _run_cell(raw: dict) -> dict:
+def _run_cell(raw: dict) -> CellResult:
     """Worker side: rebuild the cell and run it with the worker's own plug-in registry (a worker
     is a process of its own: its plug-in system is its entry point, like the command line's)."""
     from dpkit.contract.plugins import get_registry

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from dpkit.base.results import CellResult
 from dpkit.contract.registry import Registry
 from dpkit.runner.executor import Executor, RetryPolicy
 from dpkit.runner.lock import OutputLock
@@ -23,7 +24,7 @@ class RunOutcome:
     """What a run produced: rows of all finished cells, failures, and where files went."""
 
     out_dir: Path
-    rows: list[dict]
+    rows: list[CellResult]
     failures: list[tuple[Cell, str]] = field(default_factory=list)
     interrupted: bool = False
     ran: int = 0
@@ -108,7 +109,7 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
     bar = tqdm(total=len(cells), initial=outcome.skipped, unit="cell", desc=spec.name,
                disable=not show_progress, dynamic_ncols=True)
 
-    def on_result(cell: Cell, row: dict) -> None:
+    def on_result(cell: Cell, row: CellResult) -> None:
         budget.commit(cell.key, row)  # charged before it is released
         store.append(row)
         outcome.ran += 1

@@ -47,8 +47,8 @@ def test_ray_matches_local_and_resumes(ray_toy, toy_spec_text, tmp_path):
     local = run_spec(spec, tmp_path / "local", show_progress=False, registry=get_registry())
     remote = run_spec(spec, tmp_path / "ray", executor="ray", show_progress=False, registry=get_registry())
     assert remote.ran == 3 and not remote.failures
-    by_key = {r["key"]: r["metrics"] for r in local.rows}
-    assert {r["key"]: r["metrics"] for r in remote.rows} == by_key
+    by_key = {r.key: r.metrics for r in local.rows}
+    assert {r.key: r.metrics for r in remote.rows} == by_key
     # drop one finished cell: the next Ray run recomputes only that one
     lines = (tmp_path / "ray" / "results.jsonl").read_text().splitlines()
     (tmp_path / "ray" / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n")

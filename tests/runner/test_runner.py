@@ -48,7 +48,7 @@ def test_resume_skips_finished_cells_and_fresh_redoes(toy_spec_text, toy_plugins
     assert len(read_rows(out)) == 3
     third = run_spec(spec, show_progress=False, fresh=True, registry=get_registry())
     assert third.ran == 3 and len(read_rows(out)) == 3
-    assert [r["metrics"] for r in first.rows] == [r["metrics"] for r in third.rows]
+    assert [r.metrics for r in first.rows] == [r.metrics for r in third.rows]
 
 
 def test_same_seed_same_metrics(toy_spec_text, toy_plugins, tmp_path):
@@ -58,7 +58,7 @@ def test_same_seed_same_metrics(toy_spec_text, toy_plugins, tmp_path):
                  registry=registry).rows
     b = run_spec(load_spec(path, registry=registry), tmp_path / "b", show_progress=False,
                  registry=registry).rows
-    assert [r["metrics"] for r in a] == [r["metrics"] for r in b]
+    assert [r.metrics for r in a] == [r.metrics for r in b]
 
 
 def test_torn_last_line_is_rerun(toy_spec_text, toy_plugins):
