@@ -19,6 +19,7 @@ from tabulate import tabulate
 from dpkit.report.scale import nearest_neighbour_median
 
 if TYPE_CHECKING:
+    from dpkit.base.results import CellResult
     from dpkit.contract.registry import Registry
 
 PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
@@ -103,28 +104,29 @@ def fold_columns(headers: list[str], body: list[list[str]], stay: Collection[str
     return [headers[i] for i in keep], [[row[i] for i in keep] for row in body], notes
 
 
-def blank_note(agg: list[dict], rows: list[dict], body: list[list[str]]) -> str:
+def blank_note(agg: list[dict], rows: list[CellResult], body: list[list[str]]) -> str:
     """Why cells are blank: the method does not measure that metric, or an attack was skipped."""
     if not any(BLANK in row for row in body):
         return ""
     skipped: dict[str, set[str]] = {}
     for row in rows:
-        for attack in row.get("attacks_skipped", []):
-            skipped.setdefault(row["method"], set()).add(attack)
+        for attack in row.attacks_skipped:
+            skipped.setdefault(row.method, set()).add(attack)
     why = "; ".join(f"{m}: {', '.join(sorted(a))}" for m, a in sorted(skipped.items()))
     attacks = (f" Attacks skipped because the method sends nothing they read — {why}."
                if why else "")
     return f"{BLANK}: not measured for that method (it reports no such metric).{attacks}"
 
 
-def guarantee_words(rows: list[dict], spec: Any, registry: Registry | None = None) -> list[str]:
+def guarantee_words(rows: list[CellResult], spec: Any,
+                    registry: Registry | None = None) -> list[str]:
     """Each kind of guarantee in the table, said in words with its unit."""
     lines = []
     spaces = sorted({s["guarantee"].get("space") or "" for r in rows
-                     for s in r.get("ledger", {}).get("spends", [])
+                     for s in r.ledger.get("spends", [])
                      if s.get("guarantee", {}).get("notion") == "metric_dp"})
-    etas = sorted({float(r["privacy"]["eta_per_token"]) for r in rows
-                   if isinstance(r.get("privacy", {}).get("eta_per_token"), (int, float))})
+    etas = sorted({float(r.privacy["eta_per_token"]) for r in rows
+                   if isinstance(r.privacy.get("eta_per_token"), (int, float))})
     if spaces:
         model = spec.model.model_dump(mode="json") if spec.model is not None else None
         for space in spaces:
@@ -139,15 +141,15 @@ def guarantee_words(rows: list[dict], spec: Any, registry: Registry | None = Non
                       "nearest neighbour, more for words further apart") if example else ""
                 lines.append(f"  median distance from a word to its nearest neighbour there: "
                              f"{scale:.3g} (measured on 2,000 words){at}.")
-    if any("eta_per_sequence" in r.get("privacy", {}) for r in rows):
+    if any("eta_per_sequence" in r.privacy for r in rows):
         lines.append("η/sequence: metric DP per sequence — ε = η·d(x, x′) with d between "
                      "whole sequences (see the method's docs for its d).")
-    if any("epsilon" in r.get("privacy", {}) for r in rows):
+    if any("epsilon" in r.privacy for r in rows):
         p = spec.privacy
         lines.append(f"ε: (ε, δ)-DP of the cell's releases composed, at δ = {p.delta:g}, "
                      f"{p.neighboring} neighbours, {p.accountant.upper()} accountant; ∞ where "
                      "something crossed the wire without a guarantee.")
-    if any("k_achieved" in r.get("privacy", {}) for r in rows):
+    if any("k_achieved" in r.privacy for r in rows):
         lines.append("k: (k, ε)-anonymity — each released row hides among at least k others "
                      "(the k achieved, not the k asked for), with ε its DP part.")
     return lines
