@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from dpkit.base.errors import DpkitError
+from dpkit.base.results import CellResult
 from dpkit.base.jsonutil import restore_floats
 from dpkit.cli.run import written_files
 from dpkit.spec import Spec
@@ -34,7 +35,7 @@ def register(sub) -> None:
     p.set_defaults(func=_report)
 
 
-def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dict]]:
+def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[CellResult]]:
     """(spec, rows) of one run folder."""
     from dpkit.runner.store import ResultStore
     from dpkit.spec import load_spec
@@ -57,7 +58,7 @@ def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dic
     return spec, rows
 
 
-def merge_runs(runs: list[tuple[Path, Spec, list[dict]]]) -> tuple[Spec, list[dict]]:
+def merge_runs(runs: list[tuple[Path, Spec, list[CellResult]]]) -> tuple[Spec, list[CellResult]]:
     """One (spec, rows) from several runs of the same spec; seeds pooled, cells unique by key."""
     first_dir, spec, _ = runs[0]
     base = _comparable(spec)
@@ -67,11 +68,11 @@ def merge_runs(runs: list[tuple[Path, Spec, list[dict]]]) -> tuple[Spec, list[di
         if differ:
             raise DpkitError(f"{folder} and {first_dir} are runs of different specs (they differ "
                              f"in {', '.join(differ)}); merge only folders of one spec")
-    rows: dict[str, dict] = {}
+    rows: dict[str, CellResult] = {}
     for _, _, run_rows in runs:
         for r in run_rows:
-            rows.setdefault(r["key"], r)
-    seeds = sorted({s for _, sp, _ in runs for s in sp.seeds} | {r["seed"] for r in rows.values()})
+            rows.setdefault(r.key, r)
+    seeds = sorted({s for _, sp, _ in runs for s in sp.seeds} | {r.seed for r in rows.values()})
     return spec.model_copy(update={"seeds": seeds}), list(rows.values())
 
 
@@ -119,7 +120,7 @@ def _report(args) -> int:
     return 0
 
 
-def _write_rows(rows: list[dict], out: Path) -> None:
+def _write_rows(rows: list[CellResult], out: Path) -> None:
     """The merged results.jsonl, so the merged folder is itself a run folder."""
     from dpkit.runner.store import ResultStore
 

@@ -38,8 +38,8 @@ def test_a_second_run_over_the_cap_is_refused_before_any_cell(toy_spec_text, toy
                                                               private_budget_store, tmp_path):
     path, out = toy_spec_text
     spec = load_spec(path, registry=get_registry())
-    first = json.loads(json.dumps(run_spec(spec, show_progress=False, registry=get_registry()).rows))
-    spent = math.fsum(r["privacy"]["epsilon"] for r in first)
+    first = run_spec(spec, show_progress=False, registry=get_registry()).rows
+    spent = math.fsum(r.privacy["epsilon"] for r in first)
     store = BudgetStore(private_budget_store)
     from dpkit.budget.fingerprint import DatasetId
 
