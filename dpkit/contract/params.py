@@ -37,10 +37,12 @@ class TrainingParams(Params):
     patience: int | None = Field(None, ge=1, description=PATIENCE_HELP)
 
     @classmethod
-    def part(cls, prefix: str = "", *, epochs: int | None = 2, max_epochs: int = 1000,
+    def part(cls, prefix: str = "", *, epochs: int | None = 2, max_epochs: int | None = 1000,
              epochs_help: str = EPOCHS_HELP, patience_help: str = PATIENCE_HELP) -> type[Params]:
-        """A mixin with ``{prefix}_epochs`` (default ``epochs``, at most ``max_epochs``; None
-        allowed when ``epochs`` is None) and ``{prefix}_patience`` (default None)."""
+        """A mixin with ``{prefix}_epochs`` (default ``epochs``, at most ``max_epochs`` — None: no
+        bound; None allowed as a value when ``epochs`` is None) and ``{prefix}_patience``
+        (default None: train every epoch). Without a prefix the fields are ``epochs`` and
+        ``patience``, with the defaults and help given."""
         name = f"{prefix}_" if prefix else ""
         epochs_type: Any = int if epochs is not None else (int | None)
         fields: dict[str, Any] = {

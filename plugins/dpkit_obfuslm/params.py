@@ -26,13 +26,11 @@ class ObfuscationParams(dpkit.Params):
     epsilon_star: float = Field(3.0, gt=0.0, le=100.0, description="ObfusLM+ WeightSynth ε*")
 
 
-class TrainParams(dpkit.Params):
+class TrainParams(dpkit.TrainingParams.part(
+        epochs=2, max_epochs=50, epochs_help="fine-tuning epochs (the most, with patience)",
+        patience_help="stop fine-tuning once the validation stop_on has not improved for this "
+        "many epochs and keep the best epoch's parameters; None: train every epoch")):
     """Fine-tuning, data and attack-view options shared by ObfusLM and its plaintext baseline."""
-
-    epochs: int = Field(2, ge=1, le=50, description="fine-tuning epochs (the most, with patience)")
-    patience: int | None = Field(None, ge=1, description="stop fine-tuning once the validation "
-                                 "stop_on has not improved for this many epochs and keep the best "
-                                 "epoch's parameters; None: train every epoch")
     stop_on: Literal["loss", "accuracy"] = Field("loss", description="what patience watches on "
                                                  "the validation texts: cross-entropy or "
                                                  "accuracy")
