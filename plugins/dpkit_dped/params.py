@@ -35,21 +35,26 @@ class CorpusParams(dpkit.Params):
     topic_data_params: dict = Field(default_factory=dict)
 
 
-class EnsembleParams(CorpusParams):
+class EnsembleParams(CorpusParams, dpkit.TrainingParams.part(
+        "teacher", epochs=None, max_epochs=None, epochs_help=(
+            "epochs of each teacher (at most, with teacher_patience); None: `epochs`, as the "
+            "public and non-private skip-grams"), patience_help=(
+            "stop each teacher once the loss of documents held out of its own shard has not "
+            "improved for this many epochs (of at most `epochs`) and keep its best epoch; None "
+            "trains `epochs`"))):
     """The teacher ensemble: N skip-grams on disjoint hashed shards of the private corpus."""
 
     teachers: int = Field(20, ge=2)
-    teacher_epochs: int | None = Field(None, ge=1, description=(
-        "epochs of each teacher (at most, with teacher_patience); None: `epochs`, as the public "
-        "and non-private skip-grams"))
-    teacher_patience: int | None = Field(None, ge=1, description=(
-        "stop each teacher once the loss of documents held out of its own shard has not improved "
-        "for this many epochs (of at most `epochs`) and keep its best epoch; None trains `epochs`"))
     teacher_holdout_share: float = Field(0.1, gt=0, lt=1, description=(
         "share of each teacher's shard held out to stop on when teacher_patience is set"))
 
 
-class TeacherParams(EnsembleParams):
+class TeacherParams(EnsembleParams, dpkit.TrainingParams.part(
+        "student", epochs=20, max_epochs=None, epochs_help="student epochs (the most, with "
+        "student_patience)", patience_help=(
+            "stop the student once its loss on held-out released answers has not improved for "
+            "this many epochs and keep its best epoch (the start included); None trains "
+            "student_epochs"))):
     """Teacher ensemble, noisy aggregation and student settings (DPED and PATE)."""
 
     target_epsilon: float = Field(2.0, gt=0)
@@ -71,10 +76,6 @@ class TeacherParams(EnsembleParams):
         "probability mass under soft targets) plus N(0, σ₁²) reaches r"))
     share_threshold: float = Field(0.2, gt=0)
     share_votes: float = Field(0.2, gt=0)
-    student_epochs: int = Field(20, ge=1)
-    student_patience: int | None = Field(None, ge=1, description=(
-        "stop the student once its loss on held-out released answers has not improved for this "
-        "many epochs and keep its best epoch (the start included); None trains student_epochs"))
     student_holdout_share: float = Field(0.1, gt=0, lt=1, description=(
         "share of the answered queries held out to stop on when student_patience is set"))
     student_keep_start_level: float | None = Field(0.05, gt=0, lt=1, description=(
