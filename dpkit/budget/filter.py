@@ -29,8 +29,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from dpkit.accounting import DpGuarantee, Guarantee, composed_event, group_events, rdp_curve
-from dpkit.accounting.bounds import split_stated
+from dpkit.accounting import DpGuarantee, Guarantee
 from dpkit.base.errors import AccountingError
 
 FILTER_ORDERS: tuple[float, ...] = (tuple(round(1 + i / 10, 1) for i in range(1, 100))
@@ -53,6 +52,9 @@ def _dp_spends(spends: Iterable[tuple[Guarantee, int]]) -> list[tuple[DpGuarante
 def filter_epsilon(spends: Iterable[tuple[Guarantee, int]], delta: float,
                    neighboring: str = "add_remove") -> float:
     """The filter's ε at ``delta`` for ``spends`` ((guarantee, count) pairs, in any order)."""
+    from dpkit.accounting import composed_event, group_events, rdp_curve  # dp-accounting
+    from dpkit.accounting.bounds import split_stated
+
     if not 0 < delta < 1:
         raise AccountingError(f"a filter's δ must lie in (0, 1), got {delta!r}")
     groups = group_events([(g.event, n) for g, n in _dp_spends(spends)])
