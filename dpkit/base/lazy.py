@@ -10,7 +10,7 @@ it there anyway; annotations are free under ``from __future__ import annotations
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -19,6 +19,8 @@ class LazyModule:
     """Stands for module ``name`` and imports it on the first attribute access."""
 
     __slots__ = ("_lazy_name", "_lazy_module")
+    _lazy_name: str
+    _lazy_module: ModuleType | None
 
     def __init__(self, name: str) -> None:
         object.__setattr__(self, "_lazy_name", name)
@@ -58,7 +60,8 @@ def lazy_import(name: str) -> Any:
     return LazyModule(name)
 
 
-def export_lazily(package: str, homes: Mapping[str, str], namespace: dict[str, Any]):
+def export_lazily(package: str, homes: Mapping[str, str],
+                  namespace: dict[str, Any]) -> Callable[[str], Any]:
     """A PEP 562 ``__getattr__`` for ``package``: each public name in ``homes`` is imported from
     its home module on first use and then kept in ``namespace`` (the package's globals)."""
 

@@ -77,6 +77,25 @@ def test_every_way_past_the_door_is_reported(source, said, tmp_path):
     assert len(found) == 1 and said in found[0], found
 
 
+@pytest.mark.parametrize("module", ["dpkit/__init__.py", "dpkit/testing/__init__.py"])
+def test_the_type_checking_imports_are_the_published_names(module):
+    """What mypy and IDEs see (the TYPE_CHECKING imports) is exactly what loads at run time."""
+    import ast
+
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If)
+                 and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    typed = {(node.module, a.name) if a.name == a.asname else ("?", a.name)
+             for node in block.body for a in node.names}
+    homes = ast.literal_eval(next(n.value for n in tree.body if isinstance(n, ast.AnnAssign)
+                                  and getattr(n.target, "id", "") == "_HOMES"))
+    # a submodule exported by name is imported from its parent package
+    expected = {(home.removesuffix(f".{name}"), name) if home.endswith(f".{name}") else
+                (home, name) for name, home in homes.items()}
+    assert {name for _, name in typed} == set(homes)
+    assert typed == expected
+
+
 def test_import_dpkit_imports_no_heavy_library_and_no_plugin():
     code = ("import sys, dpkit, dpkit.testing\n"
             "heavy = [m for m in ('torch', 'dp_accounting', 'scipy', 'sklearn', 'numpy', 'pandas')"
