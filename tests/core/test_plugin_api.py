@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import dpkit
+import dpkit.testing
 from dpkit.testing import api_violations
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +96,15 @@ def test_the_type_checking_imports_are_the_published_names(module):
                 (home, name) for name, home in homes.items()}
     assert {name for _, name in typed} == set(homes)
     assert typed == expected
+
+
+def test_the_api_names_resolve_and_are_documented():
+    docs = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
+    for package in (dpkit, dpkit.testing):
+        for name in package.__all__:
+            value = getattr(package, name)
+            assert value is not None, f"{package.__name__}.{name}"
+            assert f"`{name}`" in docs, f"{package.__name__}.{name} is not listed in docs/plugins.md"
 
 
 def test_import_dpkit_imports_no_heavy_library_and_no_plugin():
