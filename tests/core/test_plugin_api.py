@@ -115,3 +115,13 @@ def test_import_dpkit_imports_no_heavy_library_and_no_plugin():
             "print(heavy, plugins)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[] []"
+
+
+def test_every_published_class_function_and_module_has_a_docstring():
+    import inspect
+
+    missing = [f"{package.__name__}.{name}" for package in (dpkit, dpkit.testing)
+               for name in package.__all__
+               if (inspect.isclass(value := getattr(package, name)) or inspect.isfunction(value)
+                   or inspect.ismodule(value)) and not (value.__doc__ or "").strip()]
+    assert not missing, f"published without a docstring: {missing}"
