@@ -165,3 +165,22 @@ def test_validate_reads_params_and_guarantees_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout + out.stderr
+
+
+def test_the_built_in_registry_and_every_params_model_load_without_torch():
+    """Every built-in plug-in registers by reference: the registry, with every component's
+    Params, builds from the plug-ins' __init__ and params modules alone (no torch, no
+    dp-accounting, no component module)."""
+    code = textwrap.dedent("""
+        import sys
+        from dpkit.contract.plugins import get_registry
+        registry = get_registry()
+        models = [e.params for es in registry.entries.values() for e in es.values()]
+        heavy = [m for m in ("torch", "dp_accounting", "sklearn", "scipy") if m in sys.modules]
+        loaded = sorted(m for m in sys.modules if m.startswith("dpkit_")
+                        and m.split(".")[-1] not in ("params", "window") and "." in m)
+        print(len(models), heavy, loaded, registry.errors)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, rest = out.stdout.strip().split(" ", 1)
+    assert int(count) >= 55 and rest == "[] [] {}", out.stdout
