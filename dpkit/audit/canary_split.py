@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from dpkit.audit.canary import CanaryRun
+from dpkit.contract.protocols import DxLaplaceNoise
 
 EXACT = 1e-5
 CERTAIN = 1e6
@@ -87,12 +88,12 @@ class SplitCanaryAudit:
         scores = declared_llr(uploads, vectors[a], vectors[b], eta)
         law = {}
         mech: Any = getattr(self, "mechanism", None)
-        if mech is not None and getattr(mech, "name", "") == "laplace_dx":
+        if isinstance(mech, DxLaplaceNoise):  # a capability, whatever the mechanism is called
             upload = first_per_canary(uploads, len(sent), vectors.shape[1])
             if upload is not None:
                 rng = np.random.default_rng(ctx.seed)
                 law["upload noise"] = (
-                    laplace_law_p_value(upload, vectors[sent], eta, mech.params.clip_bound, rng),
+                    laplace_law_p_value(upload, vectors[sent], eta, mech.clip_bound, rng),
                     f"‖upload − sent token‖ against the declared η={eta:g} Laplace dχ law "
                     "(reference sampler in numpy, the mechanism's clip applied)")
         return CanaryRun(scores, float(ctx.ledger.metric_epsilon([distance])),

@@ -17,6 +17,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from dpkit.accounting import Ledger
+    from dpkit.contract.privacy import PrivacySettings
     from dpkit.contract.registry import Registry
 
 
@@ -117,7 +118,7 @@ class RunContext(SeededStreams):
     work_dir: Path | None = None
     options: dict[str, Any] = field(default_factory=dict)
     progress: Callable[[str], None] | None = None
-    privacy: Any = None
+    privacy: PrivacySettings | None = None  # the spec's privacy: block (None outside a run)
     wire: Wire = None  # type: ignore[assignment]  # bound to ``ledger`` in __post_init__
     _prepared: dict[int, tuple[Any, Any]] = field(default_factory=dict, repr=False)
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from dpkit.accounting.guarantees import Guarantee, NoGuarantee
 from dpkit.base.errors import AccountingError
+
+if TYPE_CHECKING:
+    import torch
 
 UNITS = ("row", "element", "send", "group")
 

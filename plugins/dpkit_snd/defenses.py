@@ -6,12 +6,9 @@ import math
 from typing import ClassVar
 
 import torch
-from dpkit_baselines.laplace import NoNoise
 
 import dpkit
-from dpkit import DefenseResult, Release
-from dpkit.accounting import NoGuarantee
-from dpkit.contract.releases import declare_releases
+from dpkit import DefenseResult, NoGuarantee, Release, declare_releases
 from dpkit_snd import denoising
 from dpkit_snd.client import SplitClient
 from dpkit_snd.params import (
@@ -77,7 +74,8 @@ class _NoisyDefense(_SplitDefense):
         if self.params.clip:
             raw["clip_bound"] = client.clip_bound
         if math.isinf(eta):  # the noiseless ceiling: nothing drawn, no guarantee
-            return NoNoise(self.name, raw.get("clip_bound"))
+            return dpkit.Noiseless(f"{self.name} at η = ∞ sends the token embeddings without "
+                                   "noise", raw.get("clip_bound"))
         return ctx.build("mechanism", self.params.mechanism, raw)
 
     def run(self, ctx) -> DefenseResult:
@@ -200,5 +198,3 @@ class SnDClean(_SplitDefense):
         metrics.update(self._document_metrics(client, train, test))
         return result(metrics, view, ctx.wire.summary(), [classifier])
 
-
-DEFENSES: tuple[type, ...] = (SnD, TokEmbPriv, SnDText2Text, ServerDenoise, SnDClean)

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 """Bottom to top. Folders on one row are peers: neither imports the other."""
 
 RANK = {folder: rank for rank, row in enumerate(LAYERS) for folder in row}
-PUBLIC_API_RANK = RANK["contract"] + 0.5   # dpkit/__init__.py re-exports the contract and below
+PUBLIC_API_RANK = RANK["audit"] + 0.5  # dpkit/__init__.py: the contract and what plug-ins build on
 
 
 def modules() -> dict[str, Path]:
