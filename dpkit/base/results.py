@@ -51,3 +51,9 @@ class CellResult:
     def no_guarantee_reasons(self) -> list[str]:
         """The reasons of the cell's ε = ∞ entries (what no guarantee covers)."""
         return list(self.ledger.get("no_guarantee_reasons", []))
+
+
+def as_results(rows: Any) -> list[CellResult]:
+    """``rows`` as :class:`CellResult` s: each is one already, or a row as ``results.jsonl`` holds
+    it (a mapping), converted with :meth:`CellResult.from_dict`."""
+    return [r if isinstance(r, CellResult) else CellResult.from_dict(dict(r)) for r in rows]

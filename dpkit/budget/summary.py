@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dpkit.base.results import as_results
 from dpkit.budget.fingerprint import DatasetId, DatasetIds
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ def rows_privacy(spec: Any, rows: Sequence[CellResult],
                  registry: Registry | None = None) -> dict:
     """:func:`spec_privacy` of a run's finished rows, datasets fingerprinted with ``registry``
     (None: keyed by name)."""
+    rows = as_results(rows)
     return spec_privacy(spec, row_spends(rows, spec, registry), rows)
 
 

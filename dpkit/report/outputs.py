@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpkit.base.results import CellResult
+from dpkit.base.results import CellResult, as_results
 from dpkit.budget.summary import rows_privacy, spec_privacy_text
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
 from dpkit.report.reference import FILE as REFERENCE_FILE
@@ -41,6 +41,7 @@ STATS = ("mean", "sd", "ci_low", "ci_high", "n")
 def aggregate(rows: list[CellResult]) -> list[dict]:
     """Rows summarized over seeds: one per (method, sweep point), with ``values`` (means) and
     ``stats`` (:class:`dpkit.evidence.Summary`: mean, sd, Student-t 95 % interval, n)."""
+    rows = as_results(rows)
     groups: dict[tuple, list[CellResult]] = defaultdict(list)
     for row in rows:
         groups[(row.method, json.dumps(row.point, sort_keys=True, default=str))].append(row)
@@ -88,6 +89,7 @@ def render_table(spec, rows: list[CellResult], wide: bool = False,
     compact (headline metrics and guarantees) unless ``wide``. ``reference`` is the run's
     ``reference.json`` (:mod:`dpkit.report.reference`); without it only dpkit's cache is read.
     ``registry`` fingerprints the datasets (None: each is keyed by its name)."""
+    rows = as_results(rows)
     if not rows:
         return "(no finished cells yet)"
     agg = aggregate(rows)
@@ -179,6 +181,7 @@ def write_outputs(spec, cells, rows: list[CellResult], out: Path,
     finished rows (relabelled from ``cells`` when given); ``registry`` fingerprints the datasets
     (None: each is keyed by its name); ``reference.json`` (and the plot's reference levels) when
     ``reference`` is given: the run measures it, ``dpkit report`` passes the folder's own."""
+    rows[:] = as_results(rows)
     if not rows:
         return
     labels = {c.key: c.method for c in cells}

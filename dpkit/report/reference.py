@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dpkit.base.results import as_results
 from dpkit.evidence import summarize
 from dpkit.report.scale import known_scale, measure_scale
 
@@ -42,6 +43,7 @@ def metric_dp_spaces(rows: list[CellResult]) -> list[str]:
 def measure_reference(spec: Any, rows: list[CellResult], registry: Any) -> dict:
     """The reference of a finished run: space scales and label counts (loads data and model if
     this process does not hold them yet; call it where the run had them)."""
+    rows = as_results(rows)
     model = spec.model.model_dump(mode="json") if spec.model is not None else None
     spaces = {}
     for space in metric_dp_spaces(rows):
@@ -111,6 +113,7 @@ def reference_rows(rows: list[CellResult], shown: list[str], reference: dict | N
                    ) -> list[tuple[str, dict[str, Any]]]:
     """(label, {metric: Summary or number}) of the no-noise and chance rows, for the metrics shown
     that have one; rows without any value are left out."""
+    rows = as_results(rows)
     clean = {m: _per_seed(rows, f"clean_{m}") for m in shown}
     chance: dict[str, Any] = {}
     labels = (reference or {}).get("labels") or []

@@ -20,7 +20,6 @@ from dpkit.report.labels import arrow, direction, metric_label
 
 if TYPE_CHECKING:
     from dpkit.base.results import CellResult
-    from dpkit.contract.registry import Registry
 
 PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
                    "anonymity_epsilon")

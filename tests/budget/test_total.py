@@ -10,9 +10,9 @@ from dpkit.accounting import DpGuarantee, MetricDpGuarantee, guarantee_to_dict
 from dpkit.accounting.serialize import event_from_dict
 from dpkit.budget import CellSpends, DatasetId, compose_cells
 from dpkit.budget.summary import spec_privacy_text
+from dpkit.contract.plugins import get_registry
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
-from dpkit.contract.plugins import get_registry
 
 CORPUS = DatasetId("corpus", "sha256:corpus", "test")
 OTHER = DatasetId("other", "sha256:other", "test")

@@ -153,11 +153,11 @@ output: {out}
     from dpkit.spec import parse_structure, read_yaml
 
     with pytest.raises(SpecError, match="toy_noise"):
-        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False)
+        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False, registry=get_registry())
     assert not out.exists()
     out.mkdir(parents=True)  # a folder that was there before is kept, lock file and all
     with pytest.raises(SpecError):
-        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False)
+        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False, registry=get_registry())
     assert out.is_dir()
 
 

@@ -123,7 +123,7 @@ def test_a_reference_that_cannot_be_measured_never_costs_the_outputs(toy_spec_te
 
     monkeypatch.setattr(dpkit.report.reference, "measure_reference", broken)
     path, out = toy_spec_text
-    outcome = run_spec(load_spec(path), show_progress=False)
+    outcome = run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert outcome.ran == 3 and outcome.reference is None
     assert (out / "results.csv").exists() and not (out / "reference.json").exists()
     assert "reference.json not written (RuntimeError: no labels today)" in capsys.readouterr().err
