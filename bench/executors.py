@@ -13,6 +13,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from dpkit.contract.plugins import get_registry
 
 SPEC = """
 name: bench_executors
@@ -37,11 +38,11 @@ def main() -> None:
     import yaml
 
     etas = [round(0.5 + i * 0.5, 2) for i in range(args.cells)]
-    spec = parse_spec(yaml.safe_load(SPEC.format(sleep=args.sleep, etas=etas)), "bench")
+    spec = parse_spec(yaml.safe_load(SPEC.format(sleep=args.sleep, etas=etas)), "bench", registry=get_registry())
     result = {"cells": args.cells, "sleep_per_cell_s": args.sleep, "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        local = run_spec(spec, Path(tmp) / "local", show_progress=False)
+        local = run_spec(spec, Path(tmp) / "local", show_progress=False, registry=get_registry())
         result["local_s"] = time.perf_counter() - t0
         try:
             import ray
@@ -52,7 +53,7 @@ def main() -> None:
                                                ("DPKIT_LOAD_PLUGINS", "DPKIT_EXTRA_PLUGINS")}})
             result["ray_start_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            remote = run_spec(spec, Path(tmp) / "ray", executor="ray", show_progress=False)
+            remote = run_spec(spec, Path(tmp) / "ray", executor="ray", show_progress=False, registry=get_registry())
             result["ray_s"] = time.perf_counter() - t0
             ray.shutdown()
             same = {r["key"]: r["metrics"] for r in local.rows} == \

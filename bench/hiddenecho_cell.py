@@ -32,6 +32,9 @@ from pathlib import Path
 
 import torch
 
+from dpkit.base.results import CellResult
+from dpkit.contract.plugins import get_registry
+
 
 def spec_cell(label: str, overrides: dict):
     """The spec's cell of method ``label`` at η = 60, seed 0, with ``overrides`` in params."""
@@ -39,18 +42,18 @@ def spec_cell(label: str, overrides: dict):
     from dpkit.spec import load_spec
     from dpkit.spec.cells import expand
 
-    spec = load_spec("specs/hiddenecho.yaml")
+    spec = load_spec("specs/hiddenecho.yaml", registry=get_registry())
     (cell,) = [c for c in expand(spec, get_registry())
                if c.method == label and c.seed == 0 and c.params.get("eta") == 60]
     return dataclasses.replace(cell, params={**cell.params, **overrides})
 
 
-def timed_cell(cell) -> tuple[dict, float, float]:
+def timed_cell(cell) -> tuple[CellResult, float, float]:
     """The result row, wall seconds and CPU seconds of one executed cell."""
     from dpkit.runner.execute import execute_cell
 
     start, start_cpu = time.perf_counter(), time.process_time()
-    row = execute_cell(cell)
+    row = execute_cell(cell, get_registry())
     return row, time.perf_counter() - start, time.process_time() - start_cpu
 
 
@@ -77,10 +80,10 @@ def main() -> None:
     bf16 = {**fixed, "precision": "bf16"}  # a store of its own: empty at first, then warm
     half, half_wall, half_cpu = timed_cell(spec_cell("HiddenEcho", bf16))
     _, half_shared_wall, half_shared_cpu = timed_cell(spec_cell("HiddenEcho -Res", bf16))
-    losses = zip(computed["training_curves"][0]["train_loss"],
-                 replayed["training_curves"][0]["train_loss"])
-    half_losses = zip(replayed["training_curves"][0]["train_loss"],
-                      half["training_curves"][0]["train_loss"])
+    losses = zip(computed.training_curves[0]["train_loss"],
+                 replayed.training_curves[0]["train_loss"])
+    half_losses = zip(replayed.training_curves[0]["train_loss"],
+                      half.training_curves[0]["train_loss"])
     result = {
         "threads": torch.get_num_threads(), "cpu_bf16": cpu_has_bf16(),
         "load_average": os.getloadavg(), "fixed": fixed,
@@ -90,16 +93,16 @@ def main() -> None:
         "shared_store_res_cpu_s": round(shared_cpu, 1),
         "computed_over_replayed_wall": round(computed_wall / replayed_wall, 3),
         "computed_over_shared_wall": round(computed_wall / shared_wall, 3),
-        "auc_difference": abs(computed["metrics"]["auc"] - replayed["metrics"]["auc"]),
+        "auc_difference": abs(computed.metrics["auc"] - replayed.metrics["auc"]),
         "max_train_loss_difference": max(abs(a - b) for a, b in losses),
         "bf16_wall_s": round(half_wall, 1), "bf16_cpu_s": round(half_cpu, 1),
         "bf16_shared_store_res_wall_s": round(half_shared_wall, 1),
         "bf16_shared_store_res_cpu_s": round(half_shared_cpu, 1),
         "replayed_over_bf16_wall": round(replayed_wall / half_wall, 3),
         "shared_over_bf16_shared_wall": round(shared_wall / half_shared_wall, 3),
-        "bf16_auc_difference": abs(replayed["metrics"]["auc"] - half["metrics"]["auc"]),
+        "bf16_auc_difference": abs(replayed.metrics["auc"] - half.metrics["auc"]),
         "bf16_max_train_loss_difference": max(abs(a - b) for a, b in half_losses),
-        "bf16_same_bytes": half["wire_bytes"] == replayed["wire_bytes"],
+        "bf16_same_bytes": half.wire_bytes == replayed.wire_bytes,
     }
     for key, value in result.items():
         print(f"{key:>32}: {value}")

@@ -88,7 +88,7 @@ def load_space(name: str):
 def ours(space, ids: torch.Tensor, eta: float) -> float:
     """Seconds for laplace_dx noise + nearest-token decoding of ``ids``."""
     from dpkit.text.search import VocabIndex
-    from dpkit_baselines import LaplaceDx
+    from dpkit_baselines.laplace import LaplaceDx
 
     mechanism = LaplaceDx(LaplaceDx.Params(eta=eta))
     index = VocabIndex(space.vectors)

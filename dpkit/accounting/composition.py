@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-import dp_accounting
+from typing import TYPE_CHECKING
 
-from dpkit.accounting import bounds
-from dpkit.accounting import events as ev
+from dpkit.accounting import settings
 from dpkit.accounting.guarantees import DpGuarantee
 from dpkit.base.errors import AccountingError
+
+if TYPE_CHECKING:
+    import dp_accounting
 
 Groups = list[tuple[Any, int]]
 
@@ -33,8 +35,8 @@ class DpComposition:
 
     def __init__(self, accountant: str = "rdp", orders: Sequence[float] | None = None,
                  neighboring: str = "add_remove", discretization: float | None = None):
-        self.accountant = ev.check_accountant(accountant)
-        self.neighboring = ev.check_neighboring(neighboring)
+        self.accountant = settings.check_accountant(accountant)
+        self.neighboring = settings.check_neighboring(neighboring)
         self.orders = list(orders) if orders is not None else None
         if self.orders is not None and self.accountant != "rdp":
             raise AccountingError("RDP orders were given with accountant='pld'; drop them")
@@ -42,7 +44,7 @@ class DpComposition:
             raise AccountingError("a PLD discretisation interval was given with accountant='rdp'; "
                                   "drop it or use accountant='pld'")
         self.discretization = (None if discretization is None
-                               else ev.check_discretization(discretization))
+                               else settings.check_discretization(discretization))
         self._groups: dict[Hashable, list] = {}
         self._slot_of: dict[int, list] = {}  # id(guarantee) -> its group; spends keep it alive
         self._kept: dict[str, tuple[Groups, dp_accounting.PrivacyAccountant]] = {}
@@ -52,11 +54,15 @@ class DpComposition:
 
     def check(self, guarantee: DpGuarantee, label: str) -> None:
         """Raise a clear AccountingError unless the accountant composes ``guarantee``'s event."""
+        from dpkit.accounting import events as ev
+
         ev.check_supported(guarantee.event, self.accountant, self.orders, self.neighboring,
                            what=f"spend {label!r}")
 
     def add(self, guarantee: DpGuarantee, count: int) -> None:
         """Record ``count`` applications of ``guarantee`` in its group."""
+        from dpkit.accounting import events as ev
+
         slot = self._slot_of.get(id(guarantee))
         if slot is None:
             slot = self._groups.setdefault(ev.event_key(guarantee.event), [guarantee.event, 0])
@@ -67,6 +73,8 @@ class DpComposition:
         """The (event, count) groups, optionally with one more spend added."""
         groups = [(e, c) for e, c in self._groups.values()]
         if extra is not None:
+            from dpkit.accounting import events as ev
+
             groups = ev.group_events(groups + [(extra[0].event, extra[1])])
         return groups
 
@@ -83,9 +91,11 @@ class DpComposition:
         ``accountant`` (``"rdp"`` / ``"pld"``, default the ledger's) picks which one; each keeps
         its own composition.
         """
-        return self._composed(self.groups(extra), ev.check_accountant(accountant or self.accountant))
+        return self._composed(self.groups(extra), settings.check_accountant(accountant or self.accountant))
 
     def _composed(self, groups: Groups, name: str) -> dp_accounting.PrivacyAccountant:
+        from dpkit.accounting import events as ev  # dp-accounting: imported on the first DP query
+
         kept = self._kept.get(name)
         if kept is not None and _same_groups(kept[0], groups):
             return kept[1]
@@ -97,7 +107,9 @@ class DpComposition:
     def epsilon(self, delta: float, extra: tuple[DpGuarantee, int] | None = None,
                 accountant: str | None = None) -> float:
         """The smallest ε at ``delta`` of the accountant's and basic composition's bounds."""
-        name = ev.check_accountant(accountant or self.accountant)
+        from dpkit.accounting import bounds
+
+        name = settings.check_accountant(accountant or self.accountant)
         groups = self.groups(extra)
         best = float(self._composed(groups, name).get_epsilon(delta))
         split = bounds.split_stated(groups, self.neighboring)
@@ -107,7 +119,9 @@ class DpComposition:
 
     def delta(self, epsilon: float, accountant: str | None = None) -> float:
         """The smallest δ at ``epsilon`` of the accountant's and basic composition's bounds."""
-        name = ev.check_accountant(accountant or self.accountant)
+        from dpkit.accounting import bounds
+
+        name = settings.check_accountant(accountant or self.accountant)
         groups = self.groups()
         best = float(self._composed(groups, name).get_delta(epsilon))
         split = bounds.split_stated(groups, self.neighboring)

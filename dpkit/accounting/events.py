@@ -15,39 +15,15 @@ import dp_accounting
 import numpy as np
 
 from dpkit.accounting.pure import NEIGHBORING, DpkitPLDAccountant, DpkitRdpAccountant
+from dpkit.accounting.settings import (  # noqa: F401 (re-exported)
+    ACCOUNTANTS,
+    NEIGHBORINGS,
+    PLD_DISCRETIZATION,
+    check_accountant,
+    check_discretization,
+    check_neighboring,
+)
 from dpkit.base.errors import AccountingError
-
-ACCOUNTANTS = ("rdp", "pld")
-PLD_DISCRETIZATION = 1e-4
-"""dp-accounting's default PLD value-discretisation interval (pessimistic rounding)."""
-NEIGHBORINGS = tuple(NEIGHBORING)
-"""Relations a ledger composes under: ``add_remove`` (default), ``replace_one``, ``replace_special``."""
-
-
-def check_accountant(name: str) -> str:
-    """Validate an accountant name (``"rdp"`` or ``"pld"``) and return it."""
-    if name not in ACCOUNTANTS:
-        raise AccountingError(f"unknown accountant {name!r}; choose one of {', '.join(ACCOUNTANTS)}")
-    return name
-
-
-def check_neighboring(name: str) -> str:
-    """Validate a neighbouring-relation name (``"add_remove"`` or ``"replace_one"``)."""
-    if name not in NEIGHBORING:
-        raise AccountingError(f"unknown neighbouring relation {name!r}; choose one of "
-                              f"{', '.join(NEIGHBORINGS)}")
-    return name
-
-
-def check_discretization(value: float | None) -> float:
-    """Validate a PLD discretisation interval (None: dp-accounting's default 1e-4)."""
-    if value is None:
-        return PLD_DISCRETIZATION
-    if not (isinstance(value, (int, float)) and 0 < value < 1):
-        raise AccountingError(f"PLD discretisation interval must lie in (0, 1), got {value!r}; "
-                              "smaller is tighter and slower (default 1e-4)")
-    return float(value)
-
 
 def make_accountant(name: str = "rdp", orders: Sequence[float] | None = None, *,
                     neighboring: str = "add_remove", discretization: float | None = None

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-import dp_accounting
-
-from dpkit.accounting.pure import ApproxDpEvent, PureDpEvent
+if TYPE_CHECKING:
+    import dp_accounting
 
 
 @dataclass(frozen=True)
@@ -32,6 +31,8 @@ class DpGuarantee:
     def pure(cls, epsilon: float, description: str = "",
              neighboring: str | None = None) -> DpGuarantee:
         """ε-DP of one release (any ε-DP mechanism), stated under ``neighboring`` (None: the ledger's)."""
+        from dpkit.accounting.pure import PureDpEvent
+
         _check_epsilon(epsilon)
         return cls(PureDpEvent(float(epsilon), neighboring), description)
 
@@ -39,6 +40,8 @@ class DpGuarantee:
     def approximate(cls, epsilon: float, delta: float, description: str = "",
                     neighboring: str | None = None) -> DpGuarantee:
         """(ε, δ)-DP of one release, composed as its worst case (PLD accountant only when δ > 0)."""
+        from dpkit.accounting.pure import ApproxDpEvent
+
         _check_epsilon(epsilon)
         if not 0 <= delta < 1:
             raise ValueError(f"delta must lie in [0, 1), got {delta!r}")

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
-from dpkit.accounting import events as ev
 from dpkit.accounting import rules
 from dpkit.accounting.ceiling import Ceiling, Usage
 from dpkit.accounting.composition import DpComposition
@@ -181,6 +180,8 @@ class Ledger(MetricDpQueries):
 
     def dp_event(self):
         """All DP spends as one dp-accounting event (grouped ``SelfComposedDpEvent``s)."""
+        from dpkit.accounting import events as ev
+
         return ev.composed_event(self.dp_groups())
 
     def composed_accountant(self, extra: tuple[DpGuarantee, int] | None = None,

@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from dpkit.accounting.guarantees import KAnonymityGuarantee, MetricDpGuarantee
 from dpkit.base.errors import AccountingError
+
+if TYPE_CHECKING:
+    import torch
 
 K_COMPOSITION_NOTE = ("k has no composition theorem: k_achieved is the smallest anonymity set of "
                       "any single release, not a bound for an adversary who links releases")
@@ -40,6 +41,8 @@ def compose_metric(spends: Iterable[tuple[MetricDpGuarantee, int]]) -> dict[tupl
 
 def document_epsilon(eta: float, distances: Any) -> float | list[float]:
     """ε = η·Σᵢ dᵢ for per-token distances ``[n]`` (one document pair) or ``[b, n]`` (b pairs)."""
+    import torch
+
     d = torch.as_tensor(distances, dtype=torch.float64)
     if d.numel() and (not torch.isfinite(d).all() or (d < 0).any()):
         raise AccountingError("distances must be finite and non-negative; got "
@@ -52,6 +55,8 @@ def document_epsilon(eta: float, distances: Any) -> float | list[float]:
 
 def table_diameter(vectors: torch.Tensor, chunk: int = 4096) -> float:
     """Largest L2 distance between two rows of an embedding table, in chunks (no V×V matrix)."""
+    import torch
+
     if vectors.ndim != 2 or vectors.shape[0] == 0:
         raise AccountingError(f"expected a non-empty [V, d] table, got shape {tuple(vectors.shape)}")
     x = vectors.to(torch.float64)

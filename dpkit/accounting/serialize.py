@@ -6,13 +6,8 @@ events; only classes defined in ``dp_accounting.dp_event`` are accepted when rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attr
-import dp_accounting
-from dp_accounting import dp_event as _dp_event_module
-
-from dpkit.accounting import pure as _pure_module
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     Guarantee,
@@ -22,8 +17,13 @@ from dpkit.accounting.guarantees import (
 )
 from dpkit.base.errors import AccountingError
 
+if TYPE_CHECKING:  # dp-accounting is imported by the functions that handle (ε, δ) events only
+    import dp_accounting
+
 
 def _value_to_json(value: Any) -> Any:
+    import dp_accounting
+
     if isinstance(value, dp_accounting.DpEvent):
         return event_to_dict(value)
     if isinstance(value, (list, tuple)):
@@ -33,6 +33,8 @@ def _value_to_json(value: Any) -> Any:
 
 def event_to_dict(event: dp_accounting.DpEvent) -> dict[str, Any]:
     """A JSON-ready dict describing ``event`` (its class name and fields, nested)."""
+    import attr
+
     out: dict[str, Any] = {"type": type(event).__name__}
     for f in attr.fields(type(event)):
         out[f.name] = _value_to_json(getattr(event, f.name))
@@ -49,6 +51,11 @@ def _value_from_json(value: Any) -> Any:
 
 def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
     """Rebuild a dp-accounting event written by :func:`event_to_dict`."""
+    import dp_accounting
+    from dp_accounting import dp_event as _dp_event_module
+
+    from dpkit.accounting import pure as _pure_module
+
     name = data.get("type")
     cls = getattr(_dp_event_module, str(name), None) or getattr(_pure_module, str(name), None)
     if not (isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent)):
@@ -98,6 +105,10 @@ def describe_event(event: dp_accounting.DpEvent) -> str:
     dp-accounting's events hold noise *multipliers* (noise scale over sensitivity), so the labels
     say ``σ/Δ`` and ``b/Δ``, never a bare ``σ`` that reads as the standard deviation.
     """
+    import dp_accounting
+
+    from dpkit.accounting import pure as _pure_module
+
     if isinstance(event, dp_accounting.GaussianDpEvent):
         return f"Gaussian(σ/Δ={event.noise_multiplier:g})"
     if isinstance(event, dp_accounting.LaplaceDpEvent):

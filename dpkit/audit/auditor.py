@@ -26,6 +26,7 @@ from dpkit.audit.verdict import decide
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.base.errors import AuditError
 from dpkit.contract.protocols import ExactDensity, ExactOutputProbs
+from dpkit.contract.registry import Registry
 from dpkit.text.space import EmbeddingSpace
 
 Progress = Callable[[int, int, str], None]
@@ -35,14 +36,16 @@ GOF_LEVEL = 0.02
 gives LAW_MISMATCH (and fails contract suites), so it is kept rare for correct mechanisms."""
 
 
-def build_mechanism(mechanism: Any, params: dict | None = None, registry: Any = None) -> Any:
-    """A mechanism instance from a registered name, a class or an instance (params validated)."""
+def build_mechanism(mechanism: Any, params: dict | None = None,
+                    registry: Registry | None = None) -> Any:
+    """A mechanism instance from a registered name (looked up in ``registry``), a class or an
+    instance (params validated)."""
     from dpkit.contract.registry import validate_params
 
     if isinstance(mechanism, str):
         if registry is None:
-            from dpkit.contract.plugins import get_registry
-            registry = get_registry()
+            raise AuditError(f"mechanism {mechanism!r} is a registered name: pass the registry "
+                             "(registry=...) or the class")
         cls = registry.get("mechanism", mechanism).cls
     elif inspect.isclass(mechanism):
         cls = mechanism
@@ -64,7 +67,7 @@ def check_settings(samples: int, confidence: float) -> None:
 
 def audit(mechanism: Any, params: dict | None = None, *, samples: int = 4000,
           confidence: float = 0.95, seed: int = 0, space: EmbeddingSpace | None = None,
-          delta: float = 1e-5, device: str = "cpu", registry: Any = None,
+          delta: float = 1e-5, device: str = "cpu", registry: Registry | None = None,
           progress: Progress | None = None, rel_tol: float = 0.01, abs_tol: float = 0.01,
           exact_tokens: int = 64) -> AuditReport:
     """Audit ``mechanism`` (name, class or instance): PASS / FAIL / LAW_MISMATCH / INCONCLUSIVE.

@@ -34,6 +34,7 @@ import numpy as np
 from dpkit.audit.channels import ChannelRun
 from dpkit.base.errors import AuditError
 from dpkit.contract.protocols import AuditableDefense
+from dpkit.contract.registry import Registry
 
 
 @dataclass
@@ -85,14 +86,11 @@ def register_defense_audit(name: str, factory: AdapterFactory) -> None:
     _LEGACY[name] = factory
 
 
-def _adapters(registry: Any = None) -> dict[str, AdapterFactory]:
-    from dpkit.contract.plugins import get_registry
-
-    registry = registry or get_registry()
+def _adapters(registry: Registry) -> dict[str, AdapterFactory]:
     return {**_LEGACY, **{name: entry.factory for name, entry in registry.audits.items()}}
 
 
-def auditable(defense: Any, registry: Any = None) -> AuditableDefense:
+def auditable(defense: Any, registry: Registry) -> AuditableDefense:
     """The canary-audit capability of ``defense``: its own ``audit_run`` or a registered adapter."""
     if isinstance(defense, AuditableDefense):
         return defense
@@ -106,11 +104,8 @@ def auditable(defense: Any, registry: Any = None) -> AuditableDefense:
     return adapters[name](defense)
 
 
-def auditable_names(registry: Any = None) -> list[str]:
+def auditable_names(registry: Registry) -> list[str]:
     """Registered defenses that are auditable (their own audit_run or a registered adapter)."""
-    from dpkit.contract.plugins import get_registry
-
-    registry = registry or get_registry()
     adapters = _adapters(registry)
     return sorted(n for n in registry.names("defense") if n in adapters
                   or issubclass(registry.get("defense", n).cls, AuditableDefense))

@@ -20,6 +20,7 @@ import torch
 
 from dpkit.audit.canary import CanaryRun
 from dpkit.base.errors import AuditError
+from dpkit.contract.protocols import DxLaplaceNoise
 
 EXACT = 1e-5
 CERTAIN = 1e6
@@ -75,6 +76,7 @@ class SplitCanaryAudit:
 
     def audit_run(self, ctx, included: np.ndarray) -> CanaryRun:
         """Send aᵢ or bᵢ per canary, score the uploads with the declared law, claim η·max d."""
+        ctx.bind_server(self.defense)  # the defense's server (default: a passive one) receives
         space, specials = self.setup(ctx)
         vectors = space.vectors.cpu()
         a, b = canary_pairs(vectors, len(included), ctx.generator("split-canaries", "cpu"),
@@ -88,12 +90,12 @@ class SplitCanaryAudit:
         scores = declared_llr(uploads, vectors[a], vectors[b], eta)
         law = {}
         mech: Any = getattr(self, "mechanism", None)
-        if mech is not None and getattr(mech, "name", "") == "laplace_dx":
+        if isinstance(mech, DxLaplaceNoise):  # a capability, whatever the mechanism is called
             upload = first_per_canary(uploads, len(sent), vectors.shape[1])
             if upload is not None:
                 rng = np.random.default_rng(ctx.seed)
                 law["upload noise"] = (
-                    laplace_law_p_value(upload, vectors[sent], eta, mech.params.clip_bound, rng),
+                    laplace_law_p_value(upload, vectors[sent], eta, mech.clip_bound, rng),
                     f"‖upload − sent token‖ against the declared η={eta:g} Laplace dχ law "
                     "(reference sampler in numpy, the mechanism's clip applied)")
         return CanaryRun(scores, float(ctx.ledger.metric_epsilon([distance])),

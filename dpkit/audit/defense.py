@@ -20,19 +20,22 @@ from dpkit.audit.one_run import (
 )
 from dpkit.audit.report import AuditReport, Finding, Verdict
 from dpkit.contract.context import derive_seed, resolve_device
+from dpkit.contract.registry import Registry
 from dpkit.base.errors import AuditError
 
 Progress = Callable[[int, int, str], None]
 
 
-def build_defense(defense: Any, params: dict | None = None, registry: Any = None) -> Any:
-    """A defense instance from a registered name, a class or an instance (params validated)."""
+def build_defense(defense: Any, params: dict | None = None,
+                  registry: Registry | None = None) -> Any:
+    """A defense instance from a registered name (looked up in ``registry``), a class or an
+    instance (params validated)."""
     from dpkit.contract.registry import validate_params
 
     if isinstance(defense, str):
         if registry is None:
-            from dpkit.contract.plugins import get_registry
-            registry = get_registry()
+            raise AuditError(f"defense {defense!r} is a registered name: pass the registry "
+                             "(build_defense(name, params, registry)) or the class")
         cls = registry.get("defense", defense).cls
     elif isinstance(defense, type):
         cls = defense
@@ -44,8 +47,8 @@ def build_defense(defense: Any, params: dict | None = None, registry: Any = None
     return cls(validate_params(cls, params or {}))
 
 
-def audit_context(seed: int, delta: float, device: str = "cpu", accountant: str = "rdp",
-                  say: Callable[[str], None] | None = None) -> Any:
+def audit_context(seed: int, delta: float, registry: Registry, device: str = "cpu",
+                  accountant: str = "rdp", say: Callable[[str], None] | None = None) -> Any:
     """A fresh RunContext (no dataset or model; the audit builds its own) with an empty ledger and
     an in-process server that keeps every message it receives, for the auditor to score what
     crossed. An adapter that loads a public model by name sets ``ctx.model`` and
@@ -53,10 +56,9 @@ def audit_context(seed: int, delta: float, device: str = "cpu", accountant: str 
     from dpkit.accounting import Ledger
     from dpkit.boundary.session import connector
     from dpkit.contract.context import RunContext
-    from dpkit.contract.plugins import get_registry
 
     return RunContext(dataset=None, model=None, device=resolve_device(device), seed=seed,
-                      ledger=Ledger(delta=delta, accountant=accountant), registry=get_registry(),
+                      ledger=Ledger(delta=delta, accountant=accountant), registry=registry,
                       progress=say, options={"record_uploads": True},
                       connect=connector("inprocess"))
 
@@ -65,7 +67,7 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
                   runs: int = 1, method: str = "one-run", confidence: float = 0.95,
                   seed: int = 0, delta: float = 1e-5, device: str = "cpu",
                   progress: Progress | None = None, rel_tol: float = 0.01,
-                  abs_tol: float = 0.01) -> AuditReport:
+                  abs_tol: float = 0.01, registry: Registry) -> AuditReport:
     """Canary audit of ``defense`` (name, class or instance): PASS / FAIL / INCONCLUSIVE.
 
     ``"one-run"``: each of ``runs`` independent runs inserts each of its ``canaries`` with
@@ -86,8 +88,8 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
     elif canaries < 20 or runs < 1:
         raise AuditError(f"need ≥ 20 canaries and ≥ 1 run, got canaries={canaries}, runs={runs}")
     start = time.perf_counter()
-    built = build_defense(defense, params)
-    capability = auditable(built)
+    built = build_defense(defense, params, registry)
+    capability = auditable(built, registry)
     name = getattr(built, "name", type(built).__name__)
     scores, included, claims, details, channels, laws = [], [], [], [], [], []
     for run in range(runs):
@@ -97,7 +99,7 @@ def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1
         say = (lambda msg, _r=run, _l=label: progress(_r, runs, f"{_l}: {msg}")) if progress else None
         run_seed = derive_seed(seed, "defense-audit", str(run))
         mask = np.random.default_rng(derive_seed(run_seed, "canary-mask")).random(canaries) < 0.5
-        ctx = audit_context(run_seed, delta, device, say=say)
+        ctx = audit_context(run_seed, delta, registry, device, say=say)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(run_seed)
             result: CanaryRun = capability.audit_run(ctx, mask.copy())

@@ -26,8 +26,9 @@ class InProcessChannel:
 
     isolated = False
 
-    def __init__(self, init: dict[str, Any], registry: Any = None):
-        self.host = ServerHost(decode(encode(init)), registry)
+    def __init__(self, init: dict[str, Any], registry: Any = None,
+                 defense_cls: type | None = None):
+        self.host = ServerHost(decode(encode(init)), registry, defense_cls)
 
     def request(self, data: bytes) -> bytes:
         """Hand ``data`` to the host; return its encoded answer."""

@@ -48,15 +48,17 @@ def server_class(defense_cls: type) -> type[Server]:
 class ServerHost:
     """Builds and drives one cell's server (see the module docstring)."""
 
-    def __init__(self, init: dict[str, Any], registry: Any = None):
+    def __init__(self, init: dict[str, Any], registry: Any = None,
+                 defense_cls: type | None = None):
         self.registry = registry if registry is not None else registry_from_modules(init["plugins"])
-        entry = self.registry.get("defense", init["defense"])
-        params = entry.cls.Params.model_validate(init["params"])
+        if defense_cls is None:  # a server process knows the defense by its registered name
+            defense_cls = self.registry.get("defense", init["defense"]).cls
+        params = defense_cls.Params.model_validate(init["params"])
         self.device = torch.device(init["device"])
         self.seed = int(init["seed"])
         self.public = ServerInputs(self.registry, init.get("model"), init.get("datasets", []),
                                    self.device, self.seed, init.get("artifacts"))
-        self.server = server_class(entry.cls)(params, self.public)
+        self.server = server_class(defense_cls)(params, self.public)
         self.messages: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)
         self.digests: dict[str, Any] = {}

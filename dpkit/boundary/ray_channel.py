@@ -26,7 +26,10 @@ class _ServerActor:
 
     def request(self, data: bytes) -> bytes:
         """Answer one encoded request."""
-        return self.error if self.host is None else self.host.handle(data)
+        if self.host is None:
+            assert self.error is not None
+            return self.error
+        return self.host.handle(data)
 
 
 class RayChannel:

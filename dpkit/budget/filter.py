@@ -29,8 +29,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from dpkit.accounting import DpGuarantee, Guarantee, composed_event, group_events
-from dpkit.accounting.bounds import split_stated
+from dpkit.accounting import DpGuarantee, Guarantee
 from dpkit.base.errors import AccountingError
 
 FILTER_ORDERS: tuple[float, ...] = (tuple(round(1 + i / 10, 1) for i in range(1, 100))
@@ -60,6 +59,8 @@ def filter_epsilon_by_relation(spends: Mapping[str, Iterable[tuple[Guarantee, in
                                delta: float, cap_relation: str) -> float:
     """The filter's ε at ``delta`` under ``cap_relation`` for spends keyed by the relation they are
     stated in, each converted by :mod:`dpkit.budget.relations` (or refused there, naming why)."""
+    from dpkit.accounting import composed_event, group_events  # dp-accounting, on first use
+    from dpkit.accounting.bounds import split_stated
     from dpkit.budget.relations import pure_factor, relation_curve
 
     if not 0 < delta < 1:

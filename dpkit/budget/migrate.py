@@ -2,8 +2,8 @@
 
 Schema 1 keyed a dataset by a file or artifact fingerprint, without record hashes. Each of its
 (fingerprint, relation) rows becomes a *legacy* dataset that the new store links by name to every
-record set later reached under the same name (``rotten_tomatoes``, ``local_files``): over-counts,
-never under-counts. Its cap is carried over; every run becomes a closed run whose charges are its
+record set later reached under the same name (a hub dataset; a local file read under a generic
+name): over-counts, never under-counts. Its cap is carried over; every run becomes a closed run whose charges are its
 spent cells plus, for a run still open, its reservations (settled as spent: the process that held
 them is not known to be gone). The schema-1 tables are left in place, unread.
 """

@@ -18,7 +18,7 @@ DEFAULT_DELTA = 1e-5
 
 
 def find_datasets(state: State, query: str | None, where: str = "") -> list[dict[str, Any]]:
-    """Datasets reached under the name ``query`` (``local_files`` matches ``local_files:a.csv``) or
+    """Datasets reached under the name ``query`` (``files`` matches ``files:a.csv``) or
     whose fingerprint starts with it (all for None)."""
     rows = list(state.datasets.values())
     if query is None:

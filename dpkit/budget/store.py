@@ -35,7 +35,7 @@ STORE_ENV = "DPKIT_BUDGET_STORE"
 
 def default_location() -> str | None:
     """``$DPKIT_BUDGET_STORE`` (a path or SQLAlchemy URL; ``off`` disables), else the cache's file."""
-    from dpkit.contract.context import cache_root
+    from dpkit.base.cache import cache_root
 
     value = os.environ.get(STORE_ENV, "").strip()
     if value.lower() in ("off", "none", "0", "false"):

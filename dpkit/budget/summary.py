@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dpkit.base.results import as_results
 from dpkit.budget.fingerprint import DatasetId, DatasetIds
+
+if TYPE_CHECKING:
+    from dpkit.base.results import CellResult
+    from dpkit.contract.registry import Registry
 from dpkit.budget.selection import release_best_ledger
 from dpkit.budget.total import (
     CellSpends,
@@ -23,7 +28,7 @@ FIXED_GRID = ("dpkit runs a fixed grid, which Papernot & Steinke's bound does no
               "a random number of runs): the best cell is charged as every candidate composed")
 
 
-def dataset_ids(registry: Any = None) -> Any:
+def dataset_ids(registry: Registry | None = None) -> Any:
     """A ``data ref -> DatasetId`` function; a dataset that cannot be built is keyed by its name."""
     ids = None
     if registry is not None:
@@ -42,25 +47,26 @@ def dataset_ids(registry: Any = None) -> Any:
     return of
 
 
-def row_spends(rows: Iterable[Mapping[str, Any]], spec: Any, registry: Any = None) -> list[CellSpends]:
+def row_spends(rows: Iterable[CellResult], spec: Any,
+               registry: Registry | None = None) -> list[CellSpends]:
     """:class:`CellSpends` of finished rows (``data`` from the row, else the spec's)."""
     of = dataset_ids(registry)
     default = spec.data.model_dump(mode="json")
-    return [CellSpends(r["key"], r["method"], of(r.get("data") or default),
-                       r.get("ledger", {}).get("neighboring", "add_remove"),
-                       list(r.get("ledger", {}).get("spends", []))) for r in rows]
+    return [CellSpends(r.key, r.method, of(r.data or default),
+                       r.ledger.get("neighboring", "add_remove"),
+                       list(r.ledger.get("spends", []))) for r in rows]
 
 
-def _best_point(rows: list[Mapping[str, Any]], keys: list[str], selection: Any) -> dict | None:
+def _best_point(rows: list[CellResult], keys: list[str], selection: Any) -> dict | None:
     """The sweep point whose mean ``selection.metric`` over seeds is best (None if unmeasured)."""
     scores: dict[str, list[float]] = {}
     points: dict[str, Any] = {}
     for r in rows:
-        value = r.get("metrics", {}).get(selection.metric)
-        if r["key"] in keys and isinstance(value, (int, float)):
-            name = json.dumps(r["point"], sort_keys=True, default=str)
+        value = r.metrics.get(selection.metric)
+        if r.key in keys and isinstance(value, (int, float)):
+            name = json.dumps(r.point, sort_keys=True, default=str)
             scores.setdefault(name, []).append(float(value))
-            points[name] = r["point"]
+            points[name] = r.point
     if not scores:
         return None
     pick = max if selection.direction == "max" else min
@@ -68,7 +74,7 @@ def _best_point(rows: list[Mapping[str, Any]], keys: list[str], selection: Any) 
     return {"point": points[best], selection.metric: sum(scores[best]) / len(scores[best])}
 
 
-def _selection_record(group: GroupTotal, selection: Any, rows: list[Mapping[str, Any]]) -> dict:
+def _selection_record(group: GroupTotal, selection: Any, rows: list[CellResult]) -> dict:
     out: dict[str, Any] = {"data": selection.data}
     if selection.data == "none":
         out["note"] = "no selection: every cell's outputs are released (the total above)"
@@ -90,7 +96,7 @@ def _selection_record(group: GroupTotal, selection: Any, rows: list[Mapping[str,
 
 
 def spec_privacy(spec: Any, cells: list[CellSpends],
-                 rows: Iterable[Mapping[str, Any]] = ()) -> dict:
+                 rows: Iterable[CellResult] = ()) -> dict:
     """JSON-ready: per (dataset, relation) the total of releasing every cell and the selection's."""
     groups = compose_cells(cells, spec.privacy.delta, spec.privacy.accountant)
     return {"composed_with": "dp-accounting", "groups": [
@@ -120,18 +126,15 @@ def spec_privacy_text(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rows_privacy(spec: Any, rows: Sequence[Mapping[str, Any]]) -> dict:
-    """:func:`spec_privacy` of a run's finished rows, datasets fingerprinted with the plug-ins."""
-    from dpkit.contract.plugins import get_registry
-
-    try:
-        registry = get_registry()
-    except Exception:  # noqa: BLE001 - a report renders even where the plug-ins do not load
-        registry = None
+def rows_privacy(spec: Any, rows: Sequence[CellResult],
+                 registry: Registry | None = None) -> dict:
+    """:func:`spec_privacy` of a run's finished rows, datasets fingerprinted with ``registry``
+    (None: keyed by name)."""
+    rows = as_results(rows)
     return spec_privacy(spec, row_spends(rows, spec, registry), rows)
 
 
-def plan_privacy(spec: Any, plans: list[dict[str, Any]], registry: Any = None) -> dict:
+def plan_privacy(spec: Any, plans: list[dict[str, Any]], registry: Registry | None = None) -> dict:
     """:func:`spec_privacy` of ``dpkit budget spec``'s plans (each seed of a plan is one cell)."""
     of = dataset_ids(registry)
     default = spec.data.model_dump(mode="json")

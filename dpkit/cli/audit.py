@@ -76,15 +76,18 @@ def _audit(args) -> int:
                               f"and --defense {args.defense!r})")
         return _audit_defense(args)
     if args.name is None:
-        raise ParamsError("name a mechanism to audit (`dpkit audit laplace_dx --params ...`) or "
-                          "a defense (`dpkit audit --defense dped_dpsgd --params ...`)")
+        raise ParamsError("name a mechanism to audit (`dpkit audit MECHANISM --params ...`) or "
+                          "a defense (`dpkit audit --defense DEFENSE --params ...`); "
+                          "`dpkit plugins` lists them")
 
     from dpkit.audit import audit, build_mechanism
     from dpkit.audit.auditor import check_settings
+    from dpkit.contract.plugins import get_registry
 
     params = _json_arg("--params", args.params)
     check_settings(args.samples, args.confidence)
-    mechanism = build_mechanism(args.name, params)  # bad names and params fail before the bar
+    registry = get_registry()
+    mechanism = build_mechanism(args.name, params, registry)  # bad names and params fail first
     space = None
     if args.space:
         space = load_space(args.space, _json_arg("--space-params", args.space_params), args.device)
@@ -114,9 +117,11 @@ def _audit_defense(args) -> int:
     from tqdm import tqdm
 
     from dpkit.audit.defense import audit_defense, build_defense, describe
+    from dpkit.contract.plugins import get_registry
 
     params = _json_arg("--params", args.params)
-    build_defense(args.defense, params)  # bad names and params fail before the bar
+    registry = get_registry()
+    build_defense(args.defense, params, registry)  # bad names and params fail before the bar
     bar = tqdm(total=args.runs, desc=f"audit {args.defense}", file=sys.stderr, unit="run",
                leave=False, disable=None)
 
@@ -129,7 +134,7 @@ def _audit_defense(args) -> int:
     try:
         report = audit_defense(args.defense, params, canaries=args.canaries, runs=args.runs,
                                method=args.method, confidence=args.confidence, seed=args.seed, delta=args.delta,
-                               device=args.device, progress=progress)
+                               device=args.device, progress=progress, registry=registry)
     finally:
         bar.close()
     print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) if args.json

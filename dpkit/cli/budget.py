@@ -123,8 +123,9 @@ def _spec(args) -> int:
     from dpkit.contract.plugins import get_registry
     from dpkit.spec import load_spec
 
-    plans = plan_spec(args.spec)
-    total = plan_privacy(load_spec(args.spec), plans, get_registry())
+    registry = get_registry()
+    plans = plan_spec(args.spec, registry)
+    total = plan_privacy(load_spec(args.spec, registry=registry), plans, registry)
     if args.json:
         print(json.dumps({"cells": plans, "total": total}, allow_nan=False))
     else:

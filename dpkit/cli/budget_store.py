@@ -117,8 +117,10 @@ def _dataset(name: str, store: Any) -> Any:
     registry = get_registry()
     if name in registry.names("dataset"):
         return DatasetIds(registry)({"name": name, "params": {}})
-    if Path(name).expanduser().exists():
-        return DatasetIds(registry)({"name": "local_files",
+    readers = registry.providers("dataset", "reads_files")
+    if Path(name).expanduser().exists() and readers:
+        # the dataset that reads local files (dpkit.ReadsFiles)
+        return DatasetIds(registry)({"name": readers[0].name,
                                      "params": {"path": str(Path(name).expanduser().resolve())}})
     raise BudgetStoreError(f"no dataset {name!r}: not in the budget store {store.where}, not a "
                            "registered dataset (dpkit data list), not a file")

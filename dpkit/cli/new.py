@@ -1,229 +1,122 @@
-"""``dpkit new plugin NAME``: write a ready plug-in package (entry point, mechanism, tests)."""
+"""``dpkit new plugin NAME --kind KIND``: write a ready plug-in package of one component kind.
+
+Each kind's template (``dpkit/cli/templates/<kind>/``, over ``templates/common/``) is a working,
+installable, tested component: a mechanism (k-ary randomized response, audited, with a planted
+bug its audit catches), a defense (client and server parts, a declared release, a noiseless row,
+a canary audit and planted bugs), an attack, or a dataset. Every template registers its
+component by reference and imports only ``dpkit`` and ``dpkit.testing``.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
 from dpkit.base.errors import ParamsError
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
-
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "$dist"
-version = "0.1.0"
-description = "$title: a dpkit plug-in (k-ary randomized response over the vocabulary)"
-requires-python = ">=3.10"
-dependencies = ["dpkit"]
-
-# The whole plug-in boundary: one entry point in group "dpkit", naming the module with the hooks.
-[project.entry-points.dpkit]
-$snake = "$package"
-
-[tool.setuptools]
-packages = ["$package"]
-
-[tool.pytest.ini_options]
-testpaths = ["tests"]
-"""
-
-MODULE = '''\
-"""$title: k-ary randomized response over the vocabulary, pure ε-DP per token.
-
-Replace the mechanism with your own; keep ``name``, ``domain``, ``Params``, ``guarantee`` and
-``privatize``. See dpkit's docs/plugins.md for the whole contract.
-"""
-
-from __future__ import annotations
-
-import math
-
-import torch
-from pydantic import Field
-
-import dpkit
-from dpkit.accounting import DpGuarantee
+TEMPLATES = Path(__file__).with_name("templates")
 
 
-class $cls:
-    """Keep the token with probability e^ε / (e^ε + V − 1), else output one of the V − 1 others
-    uniformly: any two tokens give output probabilities within a factor e^ε (ε-DP, replace-one)."""
+@dataclass(frozen=True)
+class KindTemplate:
+    """What one kind's template declares: its module, hook and one-line summary."""
 
-    name = "$snake"
-    domain = "token"
-
-    class Params(dpkit.Params):
-        """ε of one token release."""
-
-        epsilon: float = Field(2.0, gt=0, le=50, description="ε of one token (pure ε-DP)")
-
-    def __init__(self, params: Params):
-        self.params = params
-
-    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> DpGuarantee:
-        """Pure ε-DP per token, stated for replacing one token (space may be None)."""
-        return DpGuarantee.pure(self.params.epsilon, "$snake: randomized response per token",
-                                neighboring="replace_one")
-
-    def keep_probability(self, vocab: int) -> float:
-        """P[output = input] = 1 / (1 + (V − 1)·e^{−ε})."""
-        return 1.0 / (1.0 + (vocab - 1) * math.exp(-self.params.epsilon))
-
-    def output_log_probs(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
-        """Exact ``[n, V]`` output log-probabilities (the auditor checks draws against them)."""
-        keep = self.keep_probability(space.size)
-        other = math.log((1 - keep) / (space.size - 1))
-        out = torch.full((len(ids), space.size), other, dtype=torch.float64, device=ids.device)
-        return out.scatter(1, ids.long().reshape(-1, 1), math.log(keep))
-
-    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
-                  generator: torch.Generator) -> torch.Tensor:
-        """Token ids of any shape; id −1 (an unknown word under ``oov: keep``) passes through."""
-        vocab = space.size
-        coin = torch.rand(x.shape, generator=generator, device=x.device)
-        shift = 1 + torch.randint(vocab - 1, x.shape, generator=generator, device=x.device)
-        out = torch.where(coin < self.keep_probability(vocab), x, (x + shift) % vocab)
-        return torch.where(x < 0, x, out)
+    module: str
+    hook: str
+    summary: str
 
 
-@dpkit.hookimpl
-def dpkit_register_mechanisms(register):
-    """Register this package's mechanisms."""
-    register($cls)
-'''
-
-TESTS = '''\
-"""$title: dpkit's contract suite plus the mechanism's own checks."""
-
-from __future__ import annotations
-
-import math
-
-import torch
-
-from dpkit.accounting import Ledger
-from dpkit.audit import make_test_space
-from dpkit.testing import MechanismContract
-
-from $package import $cls
+KINDS: dict[str, KindTemplate] = {
+    "mechanism": KindTemplate("mechanism", "dpkit_register_mechanisms",
+                           "k-ary randomized response over the vocabulary, pure ε-DP per token"),
+    "defense": KindTemplate("defense", "dpkit_register_defenses",
+                         "noisy class sums up, class centroids down, (ε, δ)-DP per document"),
+    "attack": KindTemplate("attack", "dpkit_register_attacks",
+                        "nearest-word inversion of noisy token embeddings"),
+    "dataset": KindTemplate("dataset", "dpkit_register_datasets",
+                         "a generated two-topic labelled text corpus"),
+}
+"""Component kind -> its template."""
 
 
-class Test${cls}Contract(MechanismContract):
-    """Guarantee declared, params validated, seeded, batch-invariant, audited (no FAIL, no
-    LAW_MISMATCH)."""
-
-    mechanism = "$snake"
-    params = {"epsilon": 2.0}
-    invalid_params = [{"epsilon": 0}, {"epsilon": -1.0}, {"eps": 2.0}]
-
-
-def make(epsilon: float = 2.0) -> $cls:
-    return $cls($cls.Params(epsilon=epsilon))
-
-
-def test_output_law_is_normalised_and_epsilon_dp():
-    space = make_test_space()
-    log_probs = make(1.5).output_log_probs(torch.arange(space.size), space)
-    assert torch.allclose(log_probs.exp().sum(1), torch.ones(space.size, dtype=torch.float64))
-    worst = (log_probs.unsqueeze(1) - log_probs.unsqueeze(0)).max()
-    assert math.isclose(float(worst), 1.5, rel_tol=1e-9)
-
-
-def test_unknown_words_pass_through():
-    space = make_test_space()
-    x = torch.tensor([-1, 0, 5, -1])
-    y = make().privatize(x, space=space, generator=torch.Generator().manual_seed(0))
-    assert y[0] == -1 and y[3] == -1 and bool(((y[1:3] >= 0) & (y[1:3] < space.size)).all())
-
-
-def test_ledger_charges_at_most_n_epsilon():
-    ledger = Ledger(neighboring="replace_one", accountant="pld")
-    ledger.spend(make(1.0).guarantee(), "tokens", count=10)
-    assert 9.0 < ledger.epsilon() <= 10.0 + 1e-3
-'''
-
-README = """\
-# $dist
-
-A dpkit plug-in: `$snake`, k-ary randomized response over the vocabulary, declared as pure
-ε-DP per token (`DpGuarantee.pure(ε, neighboring="replace_one")`).
-
-```console
-pip install -e .
-dpkit plugins                    # lists "$snake" under this package
-python -m pytest                 # dpkit's contract suite + the mechanism's own tests
-dpkit audit $snake --params '{"epsilon": 2}'
-```
-
-Its ε is stated for replacing one token, so a spec that uses it sets
-`privacy: {neighboring: replace_one}` (an `add_remove` ledger refuses the spend and says so).
-Replace `$package/__init__.py` with your mechanism; dpkit's `docs/plugins.md` lists the contract.
-"""
-
-GITIGNORE = """\
-__pycache__/
-*.py[cod]
-*.egg-info/
-build/
-dist/
-.pytest_cache/
-.venv/
-results/
-"""
-
-
-def names(name: str) -> dict[str, str]:
-    """Distribution, package, entry-point/mechanism and class names derived from ``name``."""
+def names(name: str, kind: str = "mechanism") -> dict[str, str]:
+    """Distribution, package, entry-point/component and class names derived from ``name``, and
+    the template values of ``kind``."""
     if not _NAME.match(name):
         raise ParamsError(f"plug-in name {name!r} must be lower-case letters and digits, words "
                           "joined by - or _, starting with a letter (e.g. my-mechanism)")
+    if kind not in KINDS:
+        raise ParamsError(f"unknown --kind {kind!r}; choose one of {', '.join(KINDS)}")
     snake = name.replace("-", "_")
     bare = snake.removeprefix("dpkit_") or snake
+    template = KINDS[kind]
     return {"dist": f"dpkit-{bare.replace('_', '-')}", "package": f"dpkit_{bare}", "snake": bare,
             "cls": "".join(part.capitalize() for part in bare.split("_")),
-            "title": bare.replace("_", " ").capitalize()}
+            "title": bare.replace("_", " ").capitalize(), "kind": kind,
+            "module": template.module, "hook": template.hook, "summary": template.summary}
 
 
-def write_plugin(name: str, parent: Path | None = None, *, into: Path | None = None) -> Path:
-    """Write the package for plug-in ``name`` into the folder ``into`` (new or empty), else into
-    ``parent``/dpkit-NAME; returns the folder."""
-    values = names(name)
+def template_files(kind: str) -> dict[str, Path]:
+    """Relative output path (with placeholders) -> template file, the kind's over the common."""
+    files = {}
+    for folder in (TEMPLATES / "common", TEMPLATES / kind):
+        for path in sorted(folder.rglob("*.tmpl")):
+            relative = str(path.relative_to(folder)).removesuffix(".tmpl")
+            files[".gitignore" if relative == "gitignore" else relative] = path
+    return files
+
+
+def write_plugin(name: str, parent: Path | None = None, *, into: Path | None = None,
+                 kind: str = "mechanism") -> Path:
+    """Write the package for plug-in ``name`` (one ``kind`` component) into the folder ``into``
+    (new or empty), else into ``parent``/dpkit-NAME; returns the folder."""
+    values = names(name, kind)
     root = Path(into) if into is not None else Path(parent or ".") / values["dist"]
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ParamsError(f"{root} already exists and is not an empty folder; pick another name "
                           "or --dir, or remove it")
-    files = {"pyproject.toml": PYPROJECT, "README.md": README, ".gitignore": GITIGNORE,
-             f"{values['package']}/__init__.py": MODULE,
-             f"tests/test_{values['snake']}.py": TESTS}
-    for relative, template in files.items():
-        path = root / relative
+    for relative, template in template_files(kind).items():
+        path = root / Template(relative).substitute(values)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(Template(template).substitute(values), encoding="utf-8")
+        text = Template(template.read_text(encoding="utf-8")).substitute(values)
+        path.write_text(text, encoding="utf-8")
+    readme = TEMPLATES / "README.md.tmpl"
+    (root / "README.md").write_text(Template(readme.read_text(encoding="utf-8")).substitute(
+        values, usage=USAGE[kind].format(**values)), encoding="utf-8")
     return root
 
 
+USAGE = {
+    "mechanism": "dpkit audit {snake} --params '{{\"epsilon\": 2}}'\n",
+    "defense": "dpkit audit --defense {snake} --params '{{\"noise_multiplier\": 2}}'\n",
+    "attack": "",
+    "dataset": "dpkit data info {snake}\n",
+}
+"""The kind's own command in the README (after install, plugins and pytest)."""
+
+
 def register(sub) -> None:
-    """Add the ``new`` sub-command (``dpkit new plugin NAME``)."""
-    p = sub.add_parser("new", help="write a new plug-in package from the template")
+    """Add the ``new`` sub-command (``dpkit new plugin NAME --kind KIND``)."""
+    p = sub.add_parser("new", help="write a new plug-in package from a template")
     kinds = p.add_subparsers(dest="what", metavar="WHAT")
     kinds.required = True
-    plugin = kinds.add_parser("plugin", help="a plug-in package: entry point, one mechanism, its "
-                              "contract tests, README and .gitignore")
+    plugin = kinds.add_parser("plugin", help="a plug-in package: entry point, one component, its "
+                              "tests, README and .gitignore")
     plugin.add_argument("name", help="plug-in name, e.g. my-mechanism (package dpkit_my_mechanism)")
+    plugin.add_argument("--kind", choices=list(KINDS), default="mechanism",
+                        help="the component the package holds (default: mechanism)")
     plugin.add_argument("--dir", help="the package's folder, written as told (new or empty; "
                         "default: ./dpkit-NAME)")
     plugin.set_defaults(func=_new_plugin)
 
 
 def _new_plugin(args) -> int:
-    root = write_plugin(args.name, into=Path(args.dir) if args.dir else None)
-    values = names(args.name)
-    print(f"wrote {root}/ (mechanism {values['snake']!r} in {values['package']}/__init__.py)\n"
+    root = write_plugin(args.name, into=Path(args.dir) if args.dir else None, kind=args.kind)
+    values = names(args.name, args.kind)
+    print(f"wrote {root}/ ({args.kind} {values['snake']!r} in "
+          f"{values['package']}/{values['module']}.py)\n"
           f"next: cd {root} && pip install -e . && dpkit plugins && python -m pytest")
     return 0

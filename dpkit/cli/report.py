@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dpkit.base.errors import DpkitError
+from dpkit.base.results import CellResult
 from dpkit.base.jsonutil import restore_floats
 from dpkit.cli.run import written_files
 
@@ -37,7 +38,7 @@ def register(sub) -> None:
     p.set_defaults(func=_report)
 
 
-def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dict]]:
+def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[CellResult]]:
     """(spec, rows) of one run folder."""
     from dpkit.runner.store import ResultStore
     from dpkit.spec import Spec, load_spec
@@ -45,7 +46,9 @@ def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dic
     if not (folder / "results.jsonl").is_file():
         raise DpkitError(f"{folder}: no results.jsonl; give a folder that `dpkit run` wrote to")
     if spec_path:
-        spec = load_spec(spec_path)
+        from dpkit.contract.plugins import get_registry
+
+        spec = load_spec(spec_path, registry=get_registry())
     elif (folder / "spec.json").is_file():
         spec = Spec.model_validate(restore_floats(json.loads(
             (folder / "spec.json").read_text(encoding="utf-8"))))
@@ -58,7 +61,7 @@ def load_run(folder: Path, spec_path: str | None = None) -> tuple[Spec, list[dic
     return spec, rows
 
 
-def merge_runs(runs: list[tuple[Path, Spec, list[dict]]]) -> tuple[Spec, list[dict]]:
+def merge_runs(runs: list[tuple[Path, Spec, list[CellResult]]]) -> tuple[Spec, list[CellResult]]:
     """One (spec, rows) from several runs of the same spec; seeds pooled, cells unique by key."""
     first_dir, spec, _ = runs[0]
     base = _comparable(spec)
@@ -68,11 +71,11 @@ def merge_runs(runs: list[tuple[Path, Spec, list[dict]]]) -> tuple[Spec, list[di
         if differ:
             raise DpkitError(f"{folder} and {first_dir} are runs of different specs (they differ "
                              f"in {', '.join(differ)}); merge only folders of one spec")
-    rows: dict[str, dict] = {}
+    rows: dict[str, CellResult] = {}
     for _, _, run_rows in runs:
         for r in run_rows:
-            rows.setdefault(r["key"], r)
-    seeds = sorted({s for _, sp, _ in runs for s in sp.seeds} | {r["seed"] for r in rows.values()})
+            rows.setdefault(r.key, r)
+    seeds = sorted({s for _, sp, _ in runs for s in sp.seeds} | {r.seed for r in rows.values()})
     return spec.model_copy(update={"seeds": seeds}), list(rows.values())
 
 
@@ -80,13 +83,24 @@ def _comparable(spec: Spec) -> dict:
     return {k: v for k, v in spec.model_dump(mode="json").items() if k not in RUN_ONLY}
 
 
-def _relabel_cells(spec):
-    """The spec's cells when its plug-ins load (for current labels); none otherwise."""
+def _registry():
+    """The installed plug-ins' registry, or None where they do not load (a report still renders)."""
+    from dpkit.contract.plugins import get_registry
+
     try:
-        from dpkit.contract.plugins import get_registry
+        return get_registry()
+    except Exception:  # noqa: BLE001 - a report renders even where the plug-ins do not load
+        return None
+
+
+def _relabel_cells(spec, registry):
+    """The spec's cells when its plug-ins load (for current labels); none otherwise."""
+    if registry is None:
+        return []
+    try:
         from dpkit.spec.cells import expand
 
-        return expand(spec, get_registry())
+        return expand(spec, registry)
     except DpkitError:
         return []
 
@@ -102,9 +116,10 @@ def _report(args) -> int:
         folders[0] if len(folders) == 1 else Path("runs") / f"{spec.name}-merged")
     if len(folders) > 1 or out != folders[0]:
         _write_rows(rows, out)
+    registry = _registry()
     reference = merge_references([read_reference(f) for f in folders])
-    write_outputs(spec, _relabel_cells(spec), rows, out, reference)
-    print(render_table(spec, rows, wide=args.wide, reference=reference))
+    write_outputs(spec, _relabel_cells(spec, registry), rows, out, registry, reference)
+    print(render_table(spec, rows, wide=args.wide, registry=registry, reference=reference))
     print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
           f"{written_files(out)}")
     return 0
@@ -121,7 +136,7 @@ def merge_references(references: list[dict | None]) -> dict | None:
             "labels": list(labels.values())}
 
 
-def _write_rows(rows: list[dict], out: Path) -> None:
+def _write_rows(rows: list[CellResult], out: Path) -> None:
     """The merged results.jsonl, so the merged folder is itself a run folder."""
     from dpkit.runner.store import ResultStore
 

@@ -96,6 +96,7 @@ def _run(args) -> int:
 
 
 def _run_locked(args, held) -> int:
+    from dpkit.contract.plugins import get_registry
     from dpkit.report import render_table
     from dpkit.runner import run_spec
     from dpkit.spec import parse_structure, read_yaml
@@ -108,8 +109,9 @@ def _run_locked(args, held) -> int:
         for entry in [raw.get("defense"), raw.get("mechanism"), *(raw.get("baselines") or [])]:
             if isinstance(entry, dict):
                 entry.pop("seeds", None)  # --seeds N applies to every method
-    # structure only: run_spec loads the plug-ins and checks every cell under the lock
+    # structure only: the plug-ins are loaded under the lock, and run_spec checks every cell
     spec = parse_structure(raw, str(args.spec))
+    registry = get_registry()
     if spec.device.startswith("cuda"):
         import torch
 
@@ -120,8 +122,9 @@ def _run_locked(args, held) -> int:
             return 2
     outcome = run_spec(spec, args.out, fresh=args.fresh, executor=args.executor,
                        retries=args.retries, address=args.address,
-                       show_progress=not args.no_progress, held=held)
-    print(render_table(spec, outcome.rows, wide=args.wide, reference=outcome.reference))
+                       show_progress=not args.no_progress, held=held, registry=registry)
+    print(render_table(spec, outcome.rows, wide=args.wide, registry=registry,
+                       reference=outcome.reference))
     if outcome.budget_store and outcome.ran:
         print(f"\nprivacy spends of the {outcome.ran} cells run now recorded in the budget store "
               f"{outcome.budget_store} (`dpkit budget status` lists them; DPKIT_BUDGET_STORE=off "

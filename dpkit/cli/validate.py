@@ -16,13 +16,15 @@ def register(sub) -> None:
 
 def _validate(args) -> int:
     from dpkit.base.errors import SpecError
+    from dpkit.contract.plugins import get_registry
     from dpkit.spec import check_spec, parse_structure, read_yaml
 
+    registry = get_registry()
     status = 0
     for path in args.specs:
         try:
             spec = parse_structure(read_yaml(path), path)
-            cells = check_spec(spec)
+            cells = check_spec(spec, registry)
         except SpecError as exc:
             print(str(exc), file=sys.stderr)
             status = 2

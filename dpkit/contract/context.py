@@ -17,6 +17,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from dpkit.accounting import Ledger
+    from dpkit.contract.privacy import PrivacySettings
     from dpkit.contract.registry import Registry
 
 
@@ -131,11 +132,13 @@ class RunContext(SeededStreams):
     """
 
     _FIXED = ("ledger", "wire")
+    _fixed: dict[str, Any]
 
     def __init__(self, dataset: Any, model: Any, device: torch.device, seed: int, ledger: Ledger,
                  registry: Registry, cache_dir: Path | None = None, work_dir: Path | None = None,
                  options: dict[str, Any] | None = None,
-                 progress: Callable[[str], None] | None = None, privacy: Any = None,
+                 progress: Callable[[str], None] | None = None,
+                 privacy: PrivacySettings | None = None,
                  wire: Wire | None = None, model_ref: dict[str, Any] | None = None,
                  dataset_ref: dict[str, Any] | None = None,
                  connect: Callable[[Any, RunContext], Any] | None = None,

@@ -30,6 +30,21 @@ KIND_TABLE: tuple[Kind, ...] = (
     Kind("model", "dpkit_register_models", "ModelSource", ("load",), "models"),
 )
 
+DECLARED_CAPABILITIES: dict[str, str] = {"runs_mechanisms": "runs_mechanisms",
+                                         "reads_files": "reads_files"}
+"""Capabilities the framework looks up before a component's class is imported, each with the
+class attribute that marks it (true): a spec's ``mechanism:`` cells need the defense that runs
+mechanisms (:class:`dpkit.RunsMechanisms`), ``dpkit budget cap FILE`` the dataset that reads a
+local file (:class:`dpkit.ReadsFiles`). A component registered by reference declares these
+(``register(..., capabilities=("runs_mechanisms",))``); the registry checks the class on import."""
+
+
+def declared_capabilities(cls: object) -> frozenset[str]:
+    """The :data:`DECLARED_CAPABILITIES` a component class marks."""
+    return frozenset(name for name, marker in DECLARED_CAPABILITIES.items()
+                     if getattr(cls, marker, False) is True)
+
+
 KINDS: tuple[str, ...] = tuple(k.name for k in KIND_TABLE)
 BY_NAME: dict[str, Kind] = {k.name: k for k in KIND_TABLE}
 HOOKS: dict[str, str] = {k.hook: k.name for k in KIND_TABLE}

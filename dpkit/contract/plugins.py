@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import pluggy
 
@@ -118,15 +119,15 @@ class PluginSystem:
             self._registry = self._build_registry()
         return self._registry
 
-    def _call_hook(self, hook_name: str, add: Callable[..., None]) -> None:
+    def _call_hook(self, hook_name: str, add: Callable[..., object]) -> None:
         """Call every implementation of ``hook_name`` with a ``register`` that passes its
         arguments and the plug-in's name to ``add``; errors are kept on the plug-in's info."""
         for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
             info = self.info.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
 
-            def register(*args, _info=info):
+            def register(*args, _info=info, **kwargs):
                 try:
-                    add(*args, _info.name)
+                    add(*args, _info.name, **kwargs)
                 except PluginError as exc:
                     _info.build_errors.append(str(exc))
 
@@ -140,8 +141,8 @@ class PluginSystem:
         for info in self.info.values():
             info.build_errors = []
         for hook_name, kind in hookspecs.HOOKS.items():
-            self._call_hook(hook_name, lambda cls, plugin, _kind=kind: registry.add(_kind, cls,
-                                                                                    plugin))
+            self._call_hook(hook_name, lambda component, plugin, _kind=kind, **how: registry.add(
+                _kind, component, plugin, **how))
         self._call_hook(hookspecs.AUDIT_HOOK, registry.add_audit)
         registry.modules = {name: info.module for name, info in self.info.items()
                             if not info.load_errors and _importable(info.module)}
@@ -217,3 +218,15 @@ def register_plugin(plugin: ModuleType | object, name: str) -> None:
     if name in system.info:
         raise DpkitError(f"a plug-in named {name!r} is already loaded; pick another name")
     system.add(plugin, name)
+
+
+def load_dataset(name: str, params: dict | None = None) -> Any:
+    """Load the registered dataset ``name`` with ``params`` (for scripts and notebooks)."""
+    return get_registry().build("dataset", name, params or {}).load()
+
+
+def load_model(name: str, params: dict | None = None, device: str = "auto") -> Any:
+    """Load the registered model ``name`` onto ``device`` (``auto``: CUDA when available)."""
+    from dpkit.contract.context import resolve_device
+
+    return get_registry().build("model", name, params or {}).load(resolve_device(device))

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from dpkit.accounting.guarantees import Guarantee
     from dpkit.contract.context import AttackContext, RunContext
+    from dpkit.contract.privacy import PrivacySettings
     from dpkit.text.space import EmbeddingSpace
     from dpkit.release.wire import Release
 
@@ -157,7 +158,7 @@ class DeclaresReleases(Protocol):
 class PlansSpends(Protocol):
     """A component whose spends depend only on its params (e.g. DPED's (ε, δ) per query)."""
 
-    def planned_spends(self, privacy: Any) -> list[tuple[Guarantee, str, int]]:
+    def planned_spends(self, privacy: PrivacySettings) -> list[tuple[Guarantee, str, int]]:
         """``(guarantee, label, count)`` spends the run will record, given the spec's privacy."""
 
 
@@ -177,6 +178,44 @@ class AuditableDefense(Protocol):
     def audit_run(self, ctx: Any, included: Any) -> Any:
         """Run with the ``included`` canaries inserted; score all of them; claim ε per canary
         (returns a :class:`dpkit.audit.canary.CanaryRun`)."""
+
+
+@runtime_checkable
+class RunsMechanisms(Protocol):
+    """A defense that runs any registered mechanism over a dataset and scores what it releases:
+    the defense a spec's ``mechanism:`` cells run.
+
+    It declares ``runs_mechanisms = True`` (and, registered lazily, the capability
+    ``"runs_mechanisms"``); its ``Params`` take ``mechanism`` (the mechanism's name),
+    ``mechanism_params`` and every setting of the spec's ``evaluation:`` block.
+    """
+
+    runs_mechanisms: bool
+
+
+@runtime_checkable
+class ReadsFiles(Protocol):
+    """A dataset source whose ``path`` param names a local file or folder it reads, and which
+    fingerprints its content (``content_fingerprint()``): ``dpkit budget cap FILE`` identifies a
+    local file through it. It declares ``reads_files = True`` (and, registered lazily, the
+    capability ``"reads_files"``)."""
+
+    reads_files: bool
+
+
+@runtime_checkable
+class DxLaplaceNoise(Protocol):
+    """An embedding mechanism whose output is each row plus multivariate Laplace dχ noise at its
+    guarantee's η (the law of :func:`dpkit.sample_laplace_noise`), then clipped to the L2 ball of
+    radius ``clip_bound`` (None: not clipped).
+
+    The split-inference canary audit tests the uploads of a defense using such a mechanism
+    against that law, clip included (:class:`dpkit.SplitCanaryAudit`).
+    """
+
+    @property
+    def clip_bound(self) -> float | None:
+        """The L2 norm every output row is clipped to, or None."""
 
 
 @runtime_checkable
@@ -204,8 +243,28 @@ CAPABILITIES: dict[str, type] = {
     "fit_counts": FitsCounts,
     "exact_density": ExactDensity,
     "exact_output_probs": ExactOutputProbs,
+    "runs_mechanisms": RunsMechanisms,
+    "reads_files": ReadsFiles,
+    "dx_laplace_noise": DxLaplaceNoise,
 }
 """Optional capabilities by name: what a component may implement beyond its kind's protocol."""
+
+def protocol_members(protocol: type) -> set[str]:
+    """The attributes and methods a capability protocol requires."""
+    own = {n for n, v in vars(protocol).items() if not n.startswith("_")
+           and (callable(v) or isinstance(v, (property, classmethod, staticmethod)))}
+    return own | set(getattr(protocol, "__annotations__", {}))
+
+
+def capabilities_of(cls: type) -> frozenset[str]:
+    """The capability names a component class implements (its members, and a true marker)."""
+    found = set()
+    for name, protocol in CAPABILITIES.items():
+        members = protocol_members(protocol)
+        if all(hasattr(cls, m) for m in members) and all(
+                getattr(cls, m) is not False for m in getattr(protocol, "__annotations__", {})):
+            found.add(name)
+    return frozenset(found)
 
 
 PROTOCOLS: dict[str, type] = {

@@ -69,9 +69,17 @@ def handles(name: str) -> Callable[[F], F]:
 class PublicInputs(Protocol):
     """What a server may build itself from: the spec's public components, loaded by name."""
 
-    model: Any
-    device: torch.device
-    seed: int
+    @property
+    def model(self) -> Any:
+        """The spec's model, loaded in the server process (None when the spec names none)."""
+
+    @property
+    def device(self) -> torch.device:
+        """The server's device."""
+
+    @property
+    def seed(self) -> int:
+        """The server's own seed (derived from the cell's; never the client's)."""
 
     def load_model(self, name: str, params: dict | None = None) -> Any:
         """Load a registered model in the server process."""

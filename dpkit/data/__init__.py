@@ -1,6 +1,6 @@
 """What dataset plug-ins build on: dataset types, pinned-artifact sources and their cache, seeded splits."""
 
-from dpkit.data.api import load_dataset
+from dpkit.contract.plugins import load_dataset
 from dpkit.data.sources import (HubSource, LocalSource, PinnedArtifact, fetch_artifact,
                                 manual_hint, sha256_file)
 from dpkit.data.splits import build_dataset, seeded_split, subsample

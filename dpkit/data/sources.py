@@ -26,7 +26,7 @@ from filelock import FileLock
 from tqdm.auto import tqdm
 
 from dpkit.contract.component import Component
-from dpkit.contract.context import cache_root
+from dpkit.base.cache import cache_root
 from dpkit.data.unpack import unpack_archive
 from dpkit.base.errors import DataSourceError
 

@@ -11,13 +11,12 @@ def check_claims(spec, cells) -> None:
     """Raise SpecError (``FILE: claims.N.field — message``) for the first claim that names an
     unknown method, an absent sweep value, or cells it cannot pair unambiguously. Metric names
     are not declared by components, so they are checked on the results (see verdict.py)."""
-    rows = [{"method": c.method, "point": c.point, "params": c.params, "seed": c.seed}
-            for c in cells]
+    rows = list(cells)  # a Cell has the method, point, params and seed claims pair on
     for i, raw in enumerate(getattr(spec, "claims", None) or []):
         claim = resolve(raw, spec.report.x)
         try:
             if claim.at == "equal":
-                if not claim.over and any(r["point"] for r in rows):
+                if not claim.over and any(r.point for r in rows):
                     raise ClaimError("over", "at: equal needs `over:` (the sweep key to compare "
                                      "at) or report.x in the spec")
                 compared = [at for at, _, _ in equal_layout(claim, rows)]

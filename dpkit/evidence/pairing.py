@@ -9,10 +9,35 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from dpkit.evidence.claims import Claim
+
+if TYPE_CHECKING:
+    from dpkit.base.results import CellResult
+
+
+class Row(Protocol):
+    """What claims pair on: a finished :class:`~dpkit.base.results.CellResult`, or a spec's
+    cell before it runs (the same four fields)."""
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def point(self) -> dict[str, Any]: ...
+
+    @property
+    def params(self) -> dict[str, Any]: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
+R = TypeVar("R", bound=Row)
 
 
 class ClaimError(ValueError):
@@ -30,11 +55,11 @@ def norm(value):
     return str(value)
 
 
-def setting(row: dict, key: str):
+def setting(row: Row, key: str):
     """The row's value of ``key``: its sweep point, else its params (dotted path), else None."""
-    if key in row["point"]:
-        return row["point"][key]
-    node = row.get("params", {})
+    if key in row.point:
+        return row.point[key]
+    node = row.params
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
             return None
@@ -42,10 +67,10 @@ def setting(row: dict, key: str):
     return node
 
 
-def select(rows: list[dict], claim: Claim, label: str, field: str) -> list[dict]:
+def select(rows: Sequence[R], claim: Claim, label: str, field: str) -> list[R]:
     """Rows of method ``label`` that agree with the claim's ``where`` (absent keys agree)."""
-    labels = sorted({r["method"] for r in rows})
-    mine = [r for r in rows if r["method"] == label]
+    labels = sorted({r.method for r in rows})
+    mine = [r for r in rows if r.method == label]
     if not mine:
         raise ClaimError(field, f"no method labelled {label!r}; labels in this spec: "
                          f"{', '.join(repr(x) for x in labels)}")
@@ -56,24 +81,24 @@ def select(rows: list[dict], claim: Claim, label: str, field: str) -> list[dict]
     return kept
 
 
-def by_point_and_seed(rows: list[dict], key: str | None, label: str) -> dict:
+def by_point_and_seed(rows: Sequence[Row], key: str | None, label: str) -> dict:
     """{sweep value or None: {seed: row}}; several cells at one (value, seed) is an error."""
     table: dict = defaultdict(dict)
     for r in rows:
         value = setting(r, key) if key else None
         at = None if value is None else norm(value)
-        if r["seed"] in table[at]:
-            other = table[at][r["seed"]]
-            differ = sorted(k for k in {**r["point"], **other["point"]}
-                            if r["point"].get(k) != other["point"].get(k))
+        if r.seed in table[at]:
+            other = table[at][r.seed]
+            differ = sorted(k for k in {**r.point, **other.point}
+                            if r.point.get(k) != other.point.get(k))
             raise ClaimError("where", f"{label!r} has several cells at {key}={value} seed "
-                             f"{r['seed']} (they differ in {', '.join(differ) or 'params'}); "
+                             f"{r.seed} (they differ in {', '.join(differ) or 'params'}); "
                              f"add where: {{{(differ or ['KEY'])[0]}: VALUE}} to pick one")
-        table[at][r["seed"]] = r
+        table[at][r.seed] = r
     return table
 
 
-def equal_layout(claim: Claim, rows: list[dict]) -> list[tuple[object, dict, dict]]:
+def equal_layout(claim: Claim, rows: Sequence[Row]) -> list[tuple[object, dict, dict]]:
     """[(point, A's {seed: row}, B's {seed: row})] at each compared sweep value."""
     a = by_point_and_seed(select(rows, claim, claim.method, "method"), claim.over, claim.method)
     b = by_point_and_seed(select(rows, claim, claim.versus, "versus"), claim.over, claim.versus)
@@ -106,13 +131,13 @@ def _order(v) -> tuple:
     return (0, v, "") if isinstance(v, float) else (1, 0.0, str(v))
 
 
-def value(row: dict, name: str) -> float | None:
+def value(row: CellResult, name: str) -> float | None:
     """A metric of a finished row, or one of its ledger numbers."""
-    v = row.get("metrics", {}).get(name, row.get("privacy", {}).get(name))
+    v = row.metrics.get(name, row.privacy.get(name))
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def equal_pairs(claim: Claim, rows: list[dict]) -> list[tuple[object, list[tuple[int, float, float]]]]:
+def equal_pairs(claim: Claim, rows: list[CellResult]) -> list[tuple[object, list[tuple[int, float, float]]]]:
     """[(point, [(seed, A's metric, B's metric)])] on the seeds both methods finished."""
     out = []
     for p, a, b in equal_layout(claim, rows):
@@ -122,7 +147,7 @@ def equal_pairs(claim: Claim, rows: list[dict]) -> list[tuple[object, list[tuple
     return out
 
 
-def _curve(rows: list[dict], privacy: str, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+def _curve(rows: list[CellResult], privacy: str, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
     """(privacy values ascending, metric values) of one method and seed; ties averaged."""
     pts = defaultdict(list)
     for r in rows:
@@ -135,7 +160,7 @@ def _curve(rows: list[dict], privacy: str, metric: str) -> tuple[np.ndarray, np.
     return np.array(xs), np.array([sum(pts[x]) / len(pts[x]) for x in xs])
 
 
-def matched_pairs(claim: Claim, rows: list[dict]) -> tuple[list[tuple[float, list]], str]:
+def matched_pairs(claim: Claim, rows: list[CellResult]) -> tuple[list[tuple[float, list]], str]:
     """Per seed, A's and B's metric interpolated linearly at common privacy values.
 
     Returns ``([(privacy value, [(seed, A, B)])], note)``; an empty list with the reason in
@@ -146,9 +171,9 @@ def matched_pairs(claim: Claim, rows: list[dict]) -> tuple[list[tuple[float, lis
     for label, field in ((claim.method, "method"), (claim.versus, "versus")):
         per_seed, per_point = defaultdict(list), defaultdict(list)
         for r in select(rows, claim, label, field):
-            per_seed[r["seed"]].append(r)
+            per_seed[r.seed].append(r)
             if (x := value(r, privacy)) is not None and math.isfinite(x):
-                per_point[json.dumps(r["point"], sort_keys=True, default=str)].append(x)
+                per_point[json.dumps(r.point, sort_keys=True, default=str)].append(x)
         knots |= {sum(xs) / len(xs) for xs in per_point.values()}
         curves[label] = {s: c for s, rs in per_seed.items()
                          if (c := _curve(rs, privacy, claim.metric)) is not None}

@@ -11,9 +11,15 @@ The observed sd stands in for σ. See docs/evidence.md.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from scipy import optimize
-from scipy import stats as st
+from dpkit.base.lazy import lazy_import
+
+if TYPE_CHECKING:
+    from scipy import optimize
+    from scipy import stats as st
+else:
+    optimize, st = lazy_import("scipy.optimize"), lazy_import("scipy.stats")
 
 POWER = 0.8
 MAX_SEEDS = 100_000  # beyond this, "needs more than MAX_SEEDS seeds"

@@ -15,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dpkit.base.results import CellResult
 from dpkit.evidence import power
 from dpkit.evidence.claims import Claim
 from dpkit.evidence.pairing import ClaimError, equal_pairs, matched_pairs
@@ -69,7 +70,7 @@ def resolve(claim: Claim, report_x: str | None) -> Claim:
     return claim
 
 
-def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> ClaimResult:
+def evaluate(claim: Claim, rows: list[CellResult], report_x: str | None = None) -> ClaimResult:
     """Judge one claim on the finished rows (paired by seed)."""
     claim = resolve(claim, report_x)
 
@@ -121,8 +122,8 @@ def evaluate(claim: Claim, rows: list[dict], report_x: str | None = None) -> Cla
     return result(verdict, f"{why} ({note}, {len(points[0].seeds)} seeds)", points)
 
 
-def _missing_metric(claim: Claim, rows: list[dict], layout) -> str:
-    names = {k for r in rows for k in (*r.get("metrics", {}), *r.get("privacy", {}))}
+def _missing_metric(claim: Claim, rows: list[CellResult], layout) -> str:
+    names = {k for r in rows for k in (*r.metrics, *r.privacy)}
     for name in (claim.metric, claim.privacy):
         if name and name not in names:
             return (f"no cell reports metric {name!r}; metrics in these results: "
@@ -159,11 +160,11 @@ def _at(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def evaluate_all(spec, rows: list[dict]) -> list[ClaimResult]:
+def evaluate_all(spec, rows: list[CellResult]) -> list[ClaimResult]:
     """Every claim of ``spec`` judged on ``rows``; a claim on a method of the spec that has no
     finished cell yet says so (an interrupted run), rather than that no such method exists."""
     labels = {entry.display for _, entry in spec.methods()} if hasattr(spec, "methods") else set()
-    finished = {r["method"] for r in rows}
+    finished = {r.method for r in rows}
     out = []
     for claim in getattr(spec, "claims", None) or []:
         waiting = [m for m in (claim.method, claim.versus) if m in labels and m not in finished]

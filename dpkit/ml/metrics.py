@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import math
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from scipy.stats import spearmanr
-from sklearn.metrics import roc_auc_score
+
+from dpkit.base.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")  # the evidence layer reads mean_over_seeds without torch
 
 
 def _numpy(x) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
 
 
 def accuracy(predicted, truth) -> float:
@@ -24,6 +30,8 @@ def accuracy(predicted, truth) -> float:
 
 def auc(scores, truth) -> float:
     """ROC AUC: binary (scores ``[N]`` or ``[N, 2]``) or one-vs-rest macro average (``[N, C]``)."""
+    from sklearn.metrics import roc_auc_score
+
     s, t = _numpy(scores), _numpy(truth)
     if s.ndim == 2 and s.shape[1] == 2:
         s = s[:, 1]
@@ -34,6 +42,8 @@ def auc(scores, truth) -> float:
 
 def spearman(a, b) -> float:
     """Spearman rank correlation of two equal-length sequences."""
+    from scipy.stats import spearmanr
+
     a, b = _numpy(a), _numpy(b)
     if a.shape != b.shape or a.size < 2:
         raise ValueError(f"spearman needs two sequences of one length ≥ 2, got {a.shape} and {b.shape}")

@@ -1,6 +1,6 @@
 """Model sources and the split client/server wrapper (see ``docs/data.md``)."""
 
-from dpkit.models.api import load_model
+from dpkit.contract.plugins import load_model
 from dpkit.models.loaders import (is_causal_config, load_hf_split, load_npy_space,
                                   load_word2vec_text)
 from dpkit.models.lora import with_lora

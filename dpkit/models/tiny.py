@@ -48,8 +48,8 @@ def tiny_tokenizer(causal: bool):
 
 
 def tiny_encoder(hidden_size: int = 32, num_layers: int = 2, num_heads: int = 2, seed: int = 0,
-                 device: torch.device | str = "cpu") -> SplitModel:
-    """A randomly initialised (seeded) tiny BERT encoder as a :class:`SplitModel`."""
+                 device: torch.device | str = "cpu", name: str = "tiny-bert") -> SplitModel:
+    """A randomly initialised (seeded) tiny BERT encoder as a :class:`SplitModel` called ``name``."""
     from transformers import BertConfig, BertModel
 
     tokenizer = tiny_tokenizer(causal=False)
@@ -60,13 +60,13 @@ def tiny_encoder(hidden_size: int = 32, num_layers: int = 2, num_heads: int = 2,
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BertModel(config, add_pooling_layer=False)
-    return SplitModel("tiny-encoder", model, tokenizer, causal=False, device=device,
+    return SplitModel(name, model, tokenizer, causal=False, device=device,
                       stop_words=ENGLISH_STOP_WORDS)
 
 
 def tiny_causal(hidden_size: int = 32, num_layers: int = 2, num_heads: int = 2, seed: int = 0,
-                device: torch.device | str = "cpu") -> SplitModel:
-    """A randomly initialised (seeded) tiny Llama causal LM as a :class:`SplitModel`."""
+                device: torch.device | str = "cpu", name: str = "tiny-llama") -> SplitModel:
+    """A randomly initialised (seeded) tiny Llama causal LM as a :class:`SplitModel` called ``name``."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = tiny_tokenizer(causal=True)
@@ -79,5 +79,5 @@ def tiny_causal(hidden_size: int = 32, num_layers: int = 2, num_heads: int = 2, 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-    return SplitModel("tiny-causal", model, tokenizer, causal=True, device=device,
+    return SplitModel(name, model, tokenizer, causal=True, device=device,
                       stop_words=ENGLISH_STOP_WORDS)

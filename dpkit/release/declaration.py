@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from dpkit.accounting.guarantees import Guarantee, NoGuarantee
+from dpkit.accounting.guarantees import (DpGuarantee, Guarantee, KAnonymityGuarantee, MetricDpGuarantee,
+                                         NoGuarantee)
 from dpkit.base.errors import AccountingError
+
+if TYPE_CHECKING:
+    import torch
 
 UNITS = ("row", "element", "send", "group")
 
@@ -52,7 +55,8 @@ class Release:
     padding: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.guarantee, Guarantee):
+        kinds = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
+        if not isinstance(self.guarantee, kinds):
             raise AccountingError(f"release {self.name!r}: guarantee must be a dpkit guarantee "
                                   f"(e.g. MetricDpGuarantee, DpGuarantee, NoGuarantee), got "
                                   f"{self.guarantee!r}; a tensor nothing covers is declared with "
@@ -103,7 +107,7 @@ class Release:
         does not close each sequence."""
         if self.padding is None:
             return None
-        pad = torch.as_tensor(self.padding, dtype=tensor.dtype)
+        pad = tensor.new_tensor(self.padding)
         if (self.unit == "row" and tensor.ndim >= 2) or (self.unit == "group" and tensor.ndim >= 3):
             real = (tensor != pad).any(dim=-1)
         else:

@@ -15,17 +15,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
-
-import torch
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dpkit.accounting.guarantees import (
     DpGuarantee,
     KAnonymityGuarantee,
     MetricDpGuarantee,
 )
-from dpkit.release.wire import Release
-from dpkit.text.space import EmbeddingSpace
+from dpkit.base.lazy import lazy_import
+from dpkit.release.declaration import Release
+
+if TYPE_CHECKING:
+    import torch
+
+    from dpkit.text.space import EmbeddingSpace
+else:
+    torch = lazy_import("torch")  # the protocols (and so dpkit validate) import this module
 
 
 @runtime_checkable

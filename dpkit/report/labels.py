@@ -26,8 +26,7 @@ PATTERNS = (
     (re.compile(r"^inversion_top(\d+)$"), "embedding inversion attack: top-{0} recovery"),
     (re.compile(r"^inversion_cosine_top(\d+)$"), "embedding inversion attack (cosine): top-{0} "
      "recovery"),
-    (re.compile(r"^(knn|knn_plus|token_frequency|learned_inversion)_top(\d+)$"),
-     "{0} attack: top-{1} token recovery"),
+    (re.compile(r"^(\w+?)_top(\d+)$"), "{0} attack: top-{1} token recovery"),
 )
 GUARANTEES = {
     "eta_per_token": "η per token — metric DP, ε = η·d(x, x′)",
@@ -85,11 +84,11 @@ DIRECTIONS = {
     "ep": "higher is more private", "token_corr": LOWER + " for privacy (leakage)",
     "perplexity": LOWER, "mse": LOWER, "epoch_seconds": LOWER, "epoch_cpu_seconds": LOWER,
     "attribute_accuracy": ATTACK, "mi": ATTACK.replace("attack success", "leakage"),
-    "mutual_information": ATTACK.replace("attack success", "leakage"), "toy_top1": ATTACK,
+    "toy_top1": ATTACK,
 }
 DIRECTION_PATTERNS = (
-    (re.compile(r"^recovery_at\d+$|_top\d+$|^(knn|knn_plus|token_frequency|learned_inversion)_"),
-     ATTACK),
+    (re.compile(r"^recovery_at\d+$|_top\d+$"), ATTACK),
+    (re.compile(r"^mutual_info"), ATTACK.replace("attack success", "leakage")),
     (re.compile(r"^bytes_"), LOWER + " (cost)"),
     (re.compile(r"_accuracy$|_auc$|^rouge"), HIGHER),
 )

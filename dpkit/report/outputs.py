@@ -7,8 +7,11 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from dpkit.base.results import CellResult, as_results
 from dpkit.budget.summary import rows_privacy, spec_privacy_text
 from dpkit.evidence import evaluate_all, format_verdicts, summarize, write_claims
 from dpkit.report.reference import FILE as REFERENCE_FILE
@@ -29,32 +32,36 @@ from dpkit.report.table import (
     wrap,
 )
 
+if TYPE_CHECKING:
+    from dpkit.contract.registry import Registry
+
 STATS = ("mean", "sd", "ci_low", "ci_high", "n")
 
 
-def aggregate(rows: list[dict]) -> list[dict]:
+def aggregate(rows: list[CellResult]) -> list[dict]:
     """Rows summarized over seeds: one per (method, sweep point), with ``values`` (means) and
     ``stats`` (:class:`dpkit.evidence.Summary`: mean, sd, Student-t 95 % interval, n)."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    rows = as_results(rows)
+    groups: dict[tuple, list[CellResult]] = defaultdict(list)
     for row in rows:
-        groups[(row["method"], json.dumps(row["point"], sort_keys=True, default=str))].append(row)
+        groups[(row.method, json.dumps(row.point, sort_keys=True, default=str))].append(row)
     out = []
     for (method, _), members in groups.items():
         metrics = defaultdict(list)
         for m in members:
-            for k, v in {**m["metrics"], **_privacy_numbers(m)}.items():
+            for k, v in {**m.metrics, **_privacy_numbers(m)}.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     metrics[k].append(float(v))
         stats = {k: summarize(v) for k, v in metrics.items()}
-        out.append({"method": method, "point": members[0]["point"], "seeds": len(members),
+        out.append({"method": method, "point": members[0].point, "seeds": len(members),
                     "values": {k: s.mean for k, s in stats.items()}, "stats": stats,
                     "uncovered": sorted({r for m in members for r in uncovered_reasons(m)})})
     return out
 
 
-def uncovered_reasons(row: dict) -> list[str]:
+def uncovered_reasons(row: CellResult) -> list[str]:
     """The reasons of a cell's ε = ∞ entries (what crossed the wire without a guarantee)."""
-    return list(row.get("ledger", {}).get("no_guarantee_reasons", []))
+    return row.no_guarantee_reasons
 
 
 def _uncovered_legend(agg: list[dict]) -> str:
@@ -63,23 +70,26 @@ def _uncovered_legend(agg: list[dict]) -> str:
                       *[f"  - {r}" for r in reasons]]) if reasons else ""
 
 
-def _privacy_numbers(row: dict) -> dict[str, float]:
-    return {k: float(v) for k, v in row.get("privacy", {}).items()
+def _privacy_numbers(row: CellResult) -> dict[str, float]:
+    return {k: float(v) for k, v in row.privacy.items()
             if isinstance(v, (int, float)) and k in PRIVACY_COLUMNS}
 
 
-def metric_columns(rows: list[dict], report) -> list[str]:
+def metric_columns(rows: list[CellResult], report) -> list[str]:
     """Metric names in display order: the report's utility and privacy first."""
-    names = sorted({k for r in rows for k in r["metrics"]})
+    names = sorted({k for r in rows for k in r.metrics})
     first = [m for m in (report.utility, report.privacy) if m and m in names]
     return first + [n for n in names if n not in first]
 
 
-def render_table(spec, rows: list[dict], wide: bool = False, reference: dict | None = None) -> str:
+def render_table(spec, rows: list[CellResult], wide: bool = False,
+                 registry: Registry | None = None, reference: dict | None = None) -> str:
     """The results table (mean ± 95 % half-width over seeds) with its reference rows (no noise,
     chance), which way each column is better, the guarantees in words, then the claims' verdicts;
     compact (headline metrics and guarantees) unless ``wide``. ``reference`` is the run's
-    ``reference.json`` (:mod:`dpkit.report.reference`); without it only dpkit's cache is read."""
+    ``reference.json`` (:mod:`dpkit.report.reference`); without it only dpkit's cache is read.
+    ``registry`` fingerprints the datasets (None: each is keyed by its name)."""
+    rows = as_results(rows)
     if not rows:
         return "(no finished cells yet)"
     agg = aggregate(rows)
@@ -102,7 +112,7 @@ def render_table(spec, rows: list[dict], wide: bool = False, reference: dict | N
                      "95 % interval and n.")
     text = render_rows(with_arrows(headers, metrics), body) + "\n" + "\n".join(
         wrap(note) for note in notes)
-    text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows))}"
+    text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows, registry))}"
     verdicts = format_verdicts(evaluate_all(spec, rows))
     return text + (f"\n\n{verdicts}" if verdicts else "")
 
@@ -114,7 +124,7 @@ def _cell(value) -> str:
     return fmt_stat(value) if hasattr(value, "n") else f"{value:.4g}"
 
 
-def write_summary_csv(rows: list[dict], path: Path) -> None:
+def write_summary_csv(rows: list[CellResult], path: Path) -> None:
     """results.csv: one line per (method, sweep point), each metric as mean, sd, ci_low,
     ci_high and n (95 % Student-t interval over seeds)."""
     agg = aggregate(rows)
@@ -134,11 +144,11 @@ def write_summary_csv(rows: list[dict], path: Path) -> None:
                              *cells, "; ".join(r["uncovered"])])
 
 
-def write_cells_csv(rows: list[dict], path: Path) -> None:
+def write_cells_csv(rows: list[CellResult], path: Path) -> None:
     """cells.csv: one line per finished cell with flattened point, metrics and privacy numbers."""
-    points = sorted({k for r in rows for k in r["point"]})
-    metrics = sorted({k for r in rows for k in r["metrics"]})
-    privacy = sorted({k for r in rows for k, v in r.get("privacy", {}).items()
+    points = sorted({k for r in rows for k in r.point})
+    metrics = sorted({k for r in rows for k in r.metrics})
+    privacy = sorted({k for r in rows for k, v in r.privacy.items()
                       if isinstance(v, (int, float, str))})
     header = ["key", "method", "component", "seed", *points, *metrics,
               *[f"privacy.{p}" for p in privacy], "elapsed_s"]
@@ -146,40 +156,42 @@ def write_cells_csv(rows: list[dict], path: Path) -> None:
         writer = csv.writer(fh)
         writer.writerow(header)
         for r in rows:
-            writer.writerow([r["key"], r["method"], r["component"], r["seed"],
-                             *[r["point"].get(p, "") for p in points],
-                             *[r["metrics"].get(m, "") for m in metrics],
-                             *[r.get("privacy", {}).get(p, "") for p in privacy], r["elapsed_s"]])
+            writer.writerow([r.key, r.method, r.component, r.seed,
+                             *[r.point.get(p, "") for p in points],
+                             *[r.metrics.get(m, "") for m in metrics],
+                             *[r.privacy.get(p, "") for p in privacy], r.elapsed_s])
 
 
-def write_ledger(rows: list[dict], path: Path, total: dict | None = None) -> None:
+def write_ledger(rows: list[CellResult], path: Path, total: dict | None = None) -> None:
     """Every cell's ledger under ``cells`` (keyed by cell, with its method and sweep point), and
     the spec's composed ``total`` (:func:`dpkit.budget.spec_privacy`)."""
     from dpkit.base.jsonutil import json_safe
 
-    cells = {r["key"]: {"method": r["method"], "point": r["point"], "seed": r["seed"],
-                        "summary": r.get("privacy", {}), "ledger": r.get("ledger", {})}
+    cells = {r.key: {"method": r.method, "point": r.point, "seed": r.seed,
+                     "summary": r.privacy, "ledger": r.ledger}
              for r in rows}
     doc = {"format": "dpkit-run-ledger/2", "cells": cells, "total": total}
     path.write_text(json.dumps(json_safe(doc), indent=2, sort_keys=True, default=str) + "\n",
                     encoding="utf-8")
 
 
-def write_outputs(spec, cells, rows: list[dict], out: Path, reference: dict | None = None) -> None:
+def write_outputs(spec, cells, rows: list[CellResult], out: Path,
+                  registry: Registry | None = None, reference: dict | None = None) -> None:
     """results.csv (summary), cells.csv, ledger.json, claims.json, spec.json and the plot for the
-    finished rows (relabelled from ``cells`` when given); ``reference.json`` (and the plot's
-    reference levels) when ``reference`` is given: the run measures it, ``dpkit report`` passes
-    the folder's own."""
+    finished rows (relabelled from ``cells`` when given); ``registry`` fingerprints the datasets
+    (None: each is keyed by its name); ``reference.json`` (and the plot's reference levels) when
+    ``reference`` is given: the run measures it, ``dpkit report`` passes the folder's own."""
+    rows[:] = as_results(rows)
     if not rows:
         return
     labels = {c.key: c.method for c in cells}
-    rows[:] = [{**r, "method": labels.get(r["key"], r["method"])} for r in rows]
+    rows[:] = [replace(r, method=labels.get(r.key, r.method)) for r in rows]
     out.mkdir(parents=True, exist_ok=True)
     if reference is not None:
         write_reference(reference, out / REFERENCE_FILE)
     write_summary_csv(rows, out / "results.csv")
     write_cells_csv(rows, out / "cells.csv")
-    total = rows_privacy(spec, rows)
+    total = rows_privacy(spec, rows, registry)
     write_ledger(rows, out / "ledger.json", total)
     from dpkit.base.jsonutil import json_safe  # η = ∞ in params stays "inf", not null
 

@@ -18,10 +18,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dpkit.base.results import as_results
 from dpkit.evidence import summarize
 from dpkit.report.scale import known_scale, measure_scale
+
+if TYPE_CHECKING:
+    from dpkit.base.results import CellResult
 
 FILE = "reference.json"
 FORMAT = "dpkit-run-reference/1"
@@ -29,33 +33,33 @@ CLEAN, CHANCE = "no noise (reference)", "chance (reference)"
 CHANCE_AUC = 0.5  # the AUC of any score that ignores its input, whatever the labels
 
 
-def metric_dp_spaces(rows: list[dict]) -> list[str]:
+def metric_dp_spaces(rows: list[CellResult]) -> list[str]:
     """The embedding spaces the rows' metric-DP spends are stated in."""
     return sorted({s["guarantee"].get("space") or "" for r in rows
-                   for s in r.get("ledger", {}).get("spends", [])
+                   for s in r.ledger.get("spends", [])
                    if s.get("guarantee", {}).get("notion") == "metric_dp"} - {""})
 
 
-def measure_reference(spec: Any, rows: list[dict], registry: Any = None) -> dict:
+def measure_reference(spec: Any, rows: list[CellResult], registry: Any) -> dict:
     """The reference of a finished run: space scales and label counts (loads data and model if
     this process does not hold them yet; call it where the run had them)."""
+    rows = as_results(rows)
     model = spec.model.model_dump(mode="json") if spec.model is not None else None
     spaces = {}
     for space in metric_dp_spaces(rows):
-        value = measure_scale(space, model)
+        value = measure_scale(space, model, registry)
         if value is not None:
             spaces[space] = value
     return {"format": FORMAT, "spaces": spaces, "labels": _label_counts(spec, rows, registry)}
 
 
-def _label_counts(spec: Any, rows: list[dict], registry: Any) -> list[dict]:
+def _label_counts(spec: Any, rows: list[CellResult], registry: Any) -> list[dict]:
     """Per distinct data ref of the rows: the evaluated split's size and label counts."""
     import torch
 
     from dpkit.contract.context import load_component
-    from dpkit.contract.plugins import get_registry
 
-    refs = {json.dumps(r.get("data") or spec.data.model_dump(mode="json"), sort_keys=True)
+    refs = {json.dumps(r.data or spec.data.model_dump(mode="json"), sort_keys=True)
             for r in rows}
     evaluation = spec.evaluation if spec.mechanism is not None else {}
     split_name, cap = evaluation.get("split", "test"), evaluation.get("max_docs")
@@ -63,7 +67,7 @@ def _label_counts(spec: Any, rows: list[dict], registry: Any) -> list[dict]:
     for ref in sorted(refs):
         data = json.loads(ref)
         try:
-            dataset = load_component(registry or get_registry(), "dataset", data["name"],
+            dataset = load_component(registry, "dataset", data["name"],
                                      data.get("params") or {}, torch.device("cpu"))
             labels = dataset.splits[split_name].labels
         except Exception:  # noqa: BLE001 — no labels, no chance row; the table says nothing
@@ -93,7 +97,7 @@ def read_reference(folder: Path) -> dict | None:
     return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
 
 
-def space_scales(rows: list[dict], reference: dict | None) -> dict[str, float]:
+def space_scales(rows: list[CellResult], reference: dict | None) -> dict[str, float]:
     """The scale of every space the rows name: from the run's reference, else from dpkit's cache
     (never by loading a model)."""
     kept = (reference or {}).get("spaces", {})
@@ -105,10 +109,11 @@ def space_scales(rows: list[dict], reference: dict | None) -> dict[str, float]:
     return scales
 
 
-def reference_rows(rows: list[dict], shown: list[str], reference: dict | None
+def reference_rows(rows: list[CellResult], shown: list[str], reference: dict | None
                    ) -> list[tuple[str, dict[str, Any]]]:
     """(label, {metric: Summary or number}) of the no-noise and chance rows, for the metrics shown
     that have one; rows without any value are left out."""
+    rows = as_results(rows)
     clean = {m: _per_seed(rows, f"clean_{m}") for m in shown}
     chance: dict[str, Any] = {}
     labels = (reference or {}).get("labels") or []
@@ -127,7 +132,7 @@ def reference_rows(rows: list[dict], shown: list[str], reference: dict | None
     return [(label, values) for label, values in out if values]
 
 
-def reference_agg(rows: list[dict], metrics: list[str], reference: dict | None) -> list[dict]:
+def reference_agg(rows: list[CellResult], metrics: list[str], reference: dict | None) -> list[dict]:
     """The reference rows as rows of :func:`dpkit.report.aggregate` without a sweep point (the
     plot draws them as dashed levels)."""
     out = []
@@ -139,14 +144,14 @@ def reference_agg(rows: list[dict], metrics: list[str], reference: dict | None) 
     return out
 
 
-def _per_seed(rows: list[dict], metric: str) -> Any:
+def _per_seed(rows: list[CellResult], metric: str) -> Any:
     """A :class:`dpkit.evidence.Summary` over seeds of ``metric`` (each seed's mean over its
     cells), or None where no cell reports it."""
     by_seed: dict[Any, list[float]] = {}
     for r in rows:
-        value = r.get("metrics", {}).get(metric)
+        value = r.metrics.get(metric)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            by_seed.setdefault(r.get("seed"), []).append(float(value))
+            by_seed.setdefault(r.seed, []).append(float(value))
     if not by_seed:
         return None
     return summarize([sum(v) / len(v) for v in by_seed.values()])

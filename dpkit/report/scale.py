@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from dpkit.contract.registry import Registry
 
 from dpkit.base.cache import cache_root
 
@@ -52,14 +55,15 @@ def known_scale(space_name: str) -> float | None:
     return float(known[space_name]) if space_name in known else None
 
 
-def measure_scale(space_name: str, model_ref: Any = None) -> float | None:
+def measure_scale(space_name: str, model_ref: Any = None,
+                  registry: Registry | None = None) -> float | None:
     """The median nearest-neighbour L2 distance of the space ``space_name`` (as the ledger names
     it): from the cache, else measured on the spec's model (``{name, params}``) if that model's
     space has this name; None when it cannot be measured here."""
     cached = known_scale(space_name)
     if cached is not None:
         return cached
-    space = _load_space(model_ref)
+    space = _load_space(model_ref, registry)
     if space is None or space.name != space_name:
         return None
     value = median_nn_distance(space.vectors)
@@ -76,15 +80,14 @@ def measure_scale(space_name: str, model_ref: Any = None) -> float | None:
     return value
 
 
-def _load_space(model_ref: Any) -> Any:
+def _load_space(model_ref: Any, registry: Registry | None) -> Any:
     """The spec model's embedding space (loaded once per process), or None."""
-    if not model_ref:
+    if not model_ref or registry is None:
         return None
     from dpkit.contract.context import load_component
-    from dpkit.contract.plugins import get_registry
 
     try:
-        model = load_component(get_registry(), "model", model_ref["name"],
+        model = load_component(registry, "model", model_ref["name"],
                                model_ref.get("params") or {}, torch.device("cpu"))
         space = model if hasattr(model, "vectors") else model.as_space()
     except Exception:  # noqa: BLE001 — the table says the scale is unknown rather than failing

@@ -12,11 +12,14 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
 from dpkit.report.labels import arrow, direction, metric_label
+
+if TYPE_CHECKING:
+    from dpkit.base.results import CellResult
 
 PRIVACY_COLUMNS = ("epsilon", "eta_per_token", "eta_per_sequence", "k_achieved",
                    "anonymity_epsilon")
@@ -100,31 +103,31 @@ def fold_columns(headers: list[str], body: list[list[str]], stay: Collection[str
     return [headers[i] for i in keep], [[row[i] for i in keep] for row in body], notes
 
 
-def blank_note(agg: list[dict], rows: list[dict], body: list[list[str]]) -> str:
+def blank_note(agg: list[dict], rows: list[CellResult], body: list[list[str]]) -> str:
     """Why cells are blank: the method does not measure that metric, or an attack was skipped."""
     if not any(BLANK in row for row in body):
         return ""
     skipped: dict[str, set[str]] = {}
     for row in rows:
-        for attack in row.get("attacks_skipped", []):
-            skipped.setdefault(row["method"], set()).add(attack)
+        for attack in row.attacks_skipped:
+            skipped.setdefault(row.method, set()).add(attack)
     why = "; ".join(f"{m}: {', '.join(sorted(a))}" for m, a in sorted(skipped.items()))
     attacks = (f" Attacks skipped because the method sends nothing they read — {why}."
                if why else "")
     return f"{BLANK}: not measured for that method (it reports no such metric).{attacks}"
 
 
-def guarantee_words(rows: list[dict], spec: Any, scales: dict[str, float] | None = None
+def guarantee_words(rows: list[CellResult], spec: Any, scales: dict[str, float] | None = None
                     ) -> list[str]:
     """Each kind of guarantee in the table, said in words with its unit; ``scales`` (median
     nearest-neighbour distance by space, :func:`dpkit.report.reference.space_scales`) give η a
     size."""
     lines = []
     spaces = sorted({s["guarantee"].get("space") or "" for r in rows
-                     for s in r.get("ledger", {}).get("spends", [])
+                     for s in r.ledger.get("spends", [])
                      if s.get("guarantee", {}).get("notion") == "metric_dp"})
-    etas = sorted({float(r["privacy"]["eta_per_token"]) for r in rows
-                   if isinstance(r.get("privacy", {}).get("eta_per_token"), (int, float))})
+    etas = sorted({float(r.privacy["eta_per_token"]) for r in rows
+                   if isinstance(r.privacy.get("eta_per_token"), (int, float))})
     for space in spaces:
         lines.append(f"η/token: metric DP (dχ-privacy) per token — outputs for two texts "
                      f"that differ in one token x → x′ are within a factor e^ε, ε = η·d(x, x′), "
@@ -140,15 +143,15 @@ def guarantee_words(rows: list[dict], spec: Any, scales: dict[str, float] | None
         elif space:
             lines.append("  the median distance from a word to its nearest neighbour there is not "
                          "recorded in this run folder (runs write it to reference.json).")
-    if any("eta_per_sequence" in r.get("privacy", {}) for r in rows):
+    if any("eta_per_sequence" in r.privacy for r in rows):
         lines.append("η/sequence: metric DP per sequence — ε = η·d(x, x′) with d between "
                      "whole sequences (see the method's docs for its d).")
-    if any("epsilon" in r.get("privacy", {}) for r in rows):
+    if any("epsilon" in r.privacy for r in rows):
         p = spec.privacy
         lines.append(f"ε: (ε, δ)-DP of the cell's releases composed, at δ = {p.delta:g}, "
                      f"{p.neighboring} neighbours, {p.accountant.upper()} accountant; ∞ where "
                      "something crossed the wire without a guarantee.")
-    if any("k_achieved" in r.get("privacy", {}) for r in rows):
+    if any("k_achieved" in r.privacy for r in rows):
         lines.append("k: (k, ε)-anonymity — each released row hides among at least k others "
                      "(the k achieved, not the k asked for), with ε its DP part.")
     return lines

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dpkit.accounting import guarantee_to_dict
+from dpkit.base.results import CellResult
 from dpkit.base.errors import BudgetStoreError
 from dpkit.budget.fingerprint import DatasetIds
 from dpkit.budget.store import BudgetStore, CellPlan
@@ -67,11 +68,10 @@ class RunBudget:
             return None
         return CellGuard(self.store.location, self.run_id, cell.key, attempt)
 
-    def commit(self, cell_key: str, row: dict[str, Any]) -> None:
+    def commit(self, cell_key: str, row: CellResult) -> None:
         """A cell finished: its charges stand, its unused reservation is given back."""
         if self.store is not None and self.run_id is not None:
-            self.store.end_cell(self.run_id, cell_key, "done",
-                                row.get("ledger", {}).get("spends", []))
+            self.store.end_cell(self.run_id, cell_key, "done", row.ledger.get("spends", []))
 
     def fail(self, cell_key: str) -> None:
         """A cell failed after its last attempt: what it charged stays charged."""

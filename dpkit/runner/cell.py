@@ -19,15 +19,15 @@ from dpkit.accounting.ledger import Ledger, active_guard
 from dpkit.base.cache import cache_root
 from dpkit.contract.context import RunContext, load_component
 from dpkit.contract.protocols import DeclaresReleases, PlansSpends
+from dpkit.contract.registry import Registry
 from dpkit.contract.releases import declare_releases, run_defense, settle  # noqa: F401 (re-exported)
+from dpkit.contract.tasks import mechanism_task, mechanism_task_params
 
-def defense_for(cell: Any, registry: Any) -> Any:
+def defense_for(cell: Any, registry: Registry) -> Any:
     """The defense a cell runs: the named one, or the spec's mechanism task around a mechanism."""
-    from dpkit.spec import MECHANISM_TASK
-
     if cell.kind == "mechanism":
-        params = {**cell.evaluation, "mechanism": cell.component, "mechanism_params": cell.params}
-        return registry.build("defense", MECHANISM_TASK, params)
+        params = mechanism_task_params(cell.component, cell.params, cell.evaluation)
+        return registry.build("defense", mechanism_task(registry).name, params)
     return registry.build("defense", cell.component, cell.params)
 
 

@@ -11,8 +11,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from dpkit.base.results import CellResult
 from dpkit.boundary.session import connector, cross_check, remote_attack
 from dpkit.contract.context import derive_seed, resolve_device
+from dpkit.contract.registry import Registry
 from dpkit.runner.cell import open_cell, settle
 from dpkit.runner.plan_check import EQUAL, NOT_PLANNED, check_plan
 from dpkit.spec import Cell
@@ -27,18 +29,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | None = None,
-                 ledger=None, noise_secret: str | None = None, server: str | None = None) -> dict:
-    """Run ``cell`` and return its result row (metrics, privacy summary, ledger, bytes, timing).
+def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None] | None = None,
+                 ledger=None, noise_secret: str | None = None,
+                 server: str | None = None) -> CellResult:
+    """Run ``cell`` and return its result (metrics, privacy summary, ledger, bytes, timing).
 
     ``ledger`` (default: a fresh one from the cell's privacy settings) lets the caller keep what
     was charged even when the cell fails part-way; ``noise_secret`` (the run's, see
     :func:`dpkit.runner.secret.noise_secret`) seeds the release noise the server cannot guess;
     ``server`` is where the defense's server runs (:func:`dpkit.boundary.session.connector`).
     """
-    from dpkit.contract.plugins import get_registry
-
-    registry = registry or get_registry()
     started = time.perf_counter()
     device = resolve_device(cell.device)
     seed_everything(derive_seed(cell.seed, "global", cell.key))
@@ -73,23 +73,23 @@ def execute_cell(cell: Cell, registry=None, progress: Callable[[str], None] | No
     finally:
         if wire._channel is not None:
             wire._channel.close()
-    return {
-        "key": cell.key,
-        "spec": cell.spec_name,
-        "method": cell.method,
-        "kind": cell.kind,
-        "component": cell.component,
-        "params": cell.params,
-        "point": cell.point,
-        "seed": cell.seed,
-        "data": cell.data,
-        "metrics": metrics,
-        "privacy": ledger.summary(),
-        "ledger": ledger.to_dict(),
-        "plan": plan,
-        "wire_bytes": dict(result.wire_bytes),
-        "training_curves": list(result.training_curves),
-        "attacks_skipped": skipped,
-        "device": str(device),
-        "elapsed_s": round(time.perf_counter() - started, 3),
-    }
+    return CellResult(
+        key=cell.key,
+        spec=cell.spec_name,
+        method=cell.method,
+        kind=cell.kind,
+        component=cell.component,
+        params=cell.params,
+        point=cell.point,
+        seed=cell.seed,
+        data=cell.data,
+        metrics=metrics,
+        privacy=ledger.summary(),
+        ledger=ledger.to_dict(),
+        plan=plan,
+        wire_bytes=dict(result.wire_bytes),
+        training_curves=list(result.training_curves),
+        attacks_skipped=skipped,
+        device=str(device),
+        elapsed_s=round(time.perf_counter() - started, 3),
+    )

@@ -10,10 +10,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable, Protocol
 
+from dpkit.base.results import CellResult
 from dpkit.base.errors import BudgetExceededError
 from dpkit.spec.cells import Cell
 
-OnResult = Callable[[Cell, dict], None]
+OnResult = Callable[[Cell, CellResult], None]
 OnFailure = Callable[[Cell, str], None]
 Progress = Callable[[str], None]
 GuardFor = Callable[[Cell, int], Any]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable, ClassVar, Iterable
 
 from dpkit.accounting.ledger import guarding
+from dpkit.contract.registry import Registry
 from dpkit.runner.execute import execute_cell
 from dpkit.runner.executor import (GuardFor, OnFailure, OnResult, Progress, RetryPolicy,
                                    describe_failure)
@@ -12,11 +13,11 @@ from dpkit.spec.cells import Cell
 
 
 class LocalExecutor:
-    """Runs each cell in-process with the given registry (default: the process-wide one)."""
+    """Runs each cell in-process with the given registry."""
 
     name: ClassVar[str] = "local"
 
-    def __init__(self, policy: RetryPolicy | None = None, registry=None):
+    def __init__(self, registry: Registry, policy: RetryPolicy | None = None):
         self.policy = policy or RetryPolicy()
         self.registry = registry
         self.noise_secret: str | None = None  # the run's (set by run_spec)

@@ -21,6 +21,7 @@ from dpkit.accounting.ledger import Ledger
 from dpkit.accounting.serialize import describe, guarantee_to_dict
 from dpkit.base.errors import BudgetExceededError
 from dpkit.contract.protocols import DeclaresReleases, PlansSpends
+from dpkit.contract.registry import Registry
 from dpkit.runner.cell import declare_releases, ledger_for, open_cell
 
 NOT_DECLARED = ("the component declares neither releases(ctx) nor planned_spends(); run the spec "
@@ -70,7 +71,7 @@ def plan_cell(component: Any, kind: str, privacy: Any, ctx: Any = None) -> dict[
     return _record(ledger, "" if refused else _note(component, ledger), refused)
 
 
-def plan_one(cell: Any, registry: Any) -> dict[str, Any]:
+def plan_one(cell: Any, registry: Registry) -> dict[str, Any]:
     """The planned record of one expanded cell, opened exactly as a run opens it."""
     from dpkit.spec import PrivacySettings
 
@@ -85,13 +86,11 @@ def plan_one(cell: Any, registry: Any) -> dict[str, Any]:
     return _record(ledger, note, refused)
 
 
-def plan_spec(path: str, registry: Any = None) -> list[dict[str, Any]]:
+def plan_spec(path: str, registry: Registry) -> list[dict[str, Any]]:
     """One record per cell of the spec at ``path``; seeds that plan identically are merged."""
-    from dpkit.contract.plugins import get_registry
     from dpkit.spec import expand, load_spec
 
-    registry = registry or get_registry()
-    spec = load_spec(path, registry)
+    spec = load_spec(path, registry=registry)
     plans: list[dict[str, Any]] = []
     index: dict[str, dict[str, Any]] = {}
     for cell in expand(spec, registry):

@@ -12,6 +12,7 @@ import os
 from typing import Callable, ClassVar, Iterable
 
 from dpkit.base.errors import DpkitError
+from dpkit.base.results import CellResult
 from dpkit.runner.executor import (GuardFor, OnFailure, OnResult, Progress, RetryPolicy,
                                    describe_failure)
 from dpkit.spec.cells import Cell
@@ -30,15 +31,18 @@ def _import_ray():
     return ray
 
 
-def _run_cell(raw: dict, noise_secret: str | None = None, guard=None) -> dict:
-    """Worker side: rebuild the cell and run it with the worker's own plug-in registry, its ledger
-    guarded by ``guard`` (the budget store's charge, made from the worker); the cell's server is
-    a Ray actor of its own."""
+def _run_cell(raw: dict, noise_secret: str | None = None, guard=None) -> CellResult:
+    """Worker side: rebuild the cell and run it with the worker's own plug-in registry (a worker
+    is a process of its own: its plug-in system is its entry point, like the command line's),
+    its ledger guarded by ``guard`` (the budget store's charge, made from the worker); the cell's
+    server is a Ray actor of its own."""
     from dpkit.accounting.ledger import guarding
+    from dpkit.contract.plugins import get_registry
     from dpkit.runner.execute import execute_cell
 
     with guarding(guard):
-        return execute_cell(Cell.from_dict(raw), noise_secret=noise_secret, server="ray")
+        return execute_cell(Cell.from_dict(raw), get_registry(), noise_secret=noise_secret,
+                            server="ray")
 
 
 class RayExecutor:

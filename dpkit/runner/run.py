@@ -12,6 +12,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from dpkit.base.errors import BudgetExceededError, BudgetStoreError
+from dpkit.base.results import CellResult
+from dpkit.contract.registry import Registry
 from dpkit.runner.executor import Executor, RetryPolicy
 from dpkit.runner.lock import LOCK_NAME, OutputLock
 from dpkit.runner.preflight import preflight
@@ -24,7 +26,7 @@ class RunOutcome:
     """What a run produced: rows of all finished cells, failures, and where files went."""
 
     out_dir: Path
-    rows: list[dict]
+    rows: list[CellResult]
     failures: list[tuple[Cell, str]] = field(default_factory=list)
     interrupted: bool = False
     ran: int = 0
@@ -93,8 +95,8 @@ def _store_is_new() -> bool:
     return location is not None and "://" not in location and not Path(location).expanduser().exists()
 
 
-def make_executor(name: str, retries: int = 0, address: str | None = None,
-                  registry=None) -> Executor:
+def make_executor(name: str, registry: Registry, retries: int = 0,
+                  address: str | None = None) -> Executor:
     """The executor called ``name`` (``local`` or ``ray``), both with the same retry policy.
 
     ``registry`` is used by the local executor; Ray workers build their own from the plug-ins
@@ -104,7 +106,7 @@ def make_executor(name: str, retries: int = 0, address: str | None = None,
     if name == "local":
         from dpkit.runner.local import LocalExecutor
 
-        return LocalExecutor(policy, registry=registry)
+        return LocalExecutor(registry, policy)
     if name == "ray":
         from dpkit.runner.ray_executor import RayExecutor
 
@@ -114,7 +116,7 @@ def make_executor(name: str, retries: int = 0, address: str | None = None,
 
 def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = False,
              executor: str = "local", retries: int = 0, address: str | None = None,
-             show_progress: bool = True, registry=None,
+             show_progress: bool = True, registry: Registry,
              held: OutputLock | None = None) -> RunOutcome:
     """Run every pending cell of ``spec``; results go to ``out_dir`` (default from the spec).
 
@@ -130,14 +132,11 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
     had_lock = (out / LOCK_NAME).exists()
     try:
         with contextlib.nullcontext() if held is not None and held.guards(out) else OutputLock(out):
-            from dpkit.contract.plugins import get_registry
-
-            registry = registry or get_registry()
             cells = check_spec(spec, registry)
             done = set() if fresh else set(ResultStore(out).rows)
             preflight(spec, [c for c in cells if c.key not in done], registry,
                       say=lambda line: print(line, file=sys.stderr) if show_progress else None)
-            runner = make_executor(executor, retries=retries, address=address, registry=registry)
+            runner = make_executor(executor, registry, retries=retries, address=address)
             return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
     except _Refused as refused:  # refused at admission: leave no output folder or lock behind
         _remove_made(out, made, had_lock)
@@ -145,7 +144,7 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
 
 
 def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fresh: bool,
-                show_progress: bool, registry=None) -> RunOutcome:
+                show_progress: bool, registry: Registry) -> RunOutcome:
     from dpkit.runner.budget import reserve_run
     from dpkit.runner.secret import noise_secret
     from dpkit.report import write_outputs
@@ -170,7 +169,7 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
     bar = tqdm(total=len(cells), initial=outcome.skipped, unit="cell", desc=spec.name,
                disable=not show_progress, dynamic_ncols=True)
 
-    def on_result(cell: Cell, row: dict) -> None:
+    def on_result(cell: Cell, row: CellResult) -> None:
         budget.commit(cell.key, row)  # charged before it is released
         store.append(row)
         outcome.ran += 1
@@ -202,5 +201,5 @@ def _run_locked(spec: Spec, cells: list[Cell], out: Path, runner: Executor, fres
         except Exception as exc:  # noqa: BLE001 — never lose a run's outputs to its reference
             print(f"warning: reference.json not written ({type(exc).__name__}: {exc}); the table "
                   "has no chance row and no scale for η", file=sys.stderr)
-    write_outputs(spec, cells, outcome.rows, out, outcome.reference)
+    write_outputs(spec, cells, outcome.rows, out, registry, outcome.reference)
     return outcome

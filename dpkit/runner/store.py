@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dpkit.base.jsonutil import json_safe, restore_floats
+from dpkit.base.results import CellResult
 
 
 # every file ``dpkit run`` writes into its output folder (``--fresh`` removes these and no other)
@@ -27,7 +28,7 @@ class ResultStore:
     def __init__(self, out_dir: Path):
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / "results.jsonl"
-        self.rows: dict[str, dict] = {}
+        self.rows: dict[str, CellResult] = {}
         if self.path.exists():
             self._read()
 
@@ -42,21 +43,22 @@ class ResultStore:
                 except json.JSONDecodeError:
                     continue  # a line torn by a crash: that cell simply runs again
                 if isinstance(row, dict) and "key" in row:
-                    self.rows[row["key"]] = restore_floats(row)
+                    result = CellResult.from_dict(restore_floats(row))
+                    self.rows[result.key] = result
 
     def done(self, key: str) -> bool:
         """Whether the cell ``key`` already finished."""
         return key in self.rows
 
-    def append(self, row: dict) -> None:
+    def append(self, row: CellResult) -> None:
         """Append one finished cell and fsync, so a crash loses at most the cell in flight."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(json_safe(row), sort_keys=True, default=_json_default)
+        line = json.dumps(json_safe(row.to_dict()), sort_keys=True, default=_json_default)
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-        self.rows[row["key"]] = row
+        self.rows[row.key] = row
 
     def clear(self) -> None:
         """Forget all results (``--fresh``): removes only the files a run writes."""

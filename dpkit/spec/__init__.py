@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dpkit.contract.registry import Registry
+
 from dpkit.spec.cells import Cell, SweepError, cell_key, expand, grid, make_cell, set_path
-from dpkit.spec.check import MECHANISM_TASK, check_spec
+from dpkit.spec.check import check_spec
 from dpkit.spec.loader import deep_merge, parse_structure, read_yaml
 from dpkit.spec.schema import (
     ComponentRef,
@@ -23,20 +25,19 @@ from dpkit.spec.schema import (
 )
 
 
-def parse_spec(raw: dict, path: str = "<spec>", registry=None) -> Spec:
-    """Validate a spec mapping: structure first, then every expanded cell against the registry."""
+def parse_spec(raw: dict, path: str = "<spec>", *, registry: Registry) -> Spec:
+    """Validate a spec mapping: structure first, then every expanded cell against ``registry``."""
     spec = parse_structure(raw, path)
     check_spec(spec, registry)
     return spec
 
 
-def load_spec(path: str | Path, registry=None) -> Spec:
-    """Read and fully validate the spec at ``path``."""
-    return parse_spec(read_yaml(path), str(path), registry)
+def load_spec(path: str | Path, *, registry: Registry) -> Spec:
+    """Read and fully validate the spec at ``path`` against ``registry``."""
+    return parse_spec(read_yaml(path), str(path), registry=registry)
 
 
 __all__ = [
-    "MECHANISM_TASK",
     "Cell",
     "ComponentRef",
     "MethodEntry",

@@ -7,9 +7,12 @@ import hashlib
 import itertools
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpkit.spec.schema import MethodEntry, Spec
+
+if TYPE_CHECKING:
+    from dpkit.contract.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def grid(sweep: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
 
 
-def method_kind(entry: MethodEntry, location: str, registry) -> str:
+def method_kind(entry: MethodEntry, location: str, registry: Registry) -> str:
     """'defense' or 'mechanism' for a method entry (explicit, by location, or by lookup)."""
     if entry.kind:
         return entry.kind
@@ -101,7 +104,7 @@ def method_kind(entry: MethodEntry, location: str, registry) -> str:
     return registry.find(entry.name, ("defense", "mechanism")).kind
 
 
-def expand(spec: Spec, registry) -> list[Cell]:
+def expand(spec: Spec, registry: Registry) -> list[Cell]:
     """All cells of a spec: global sweep × each method's own sweep × seeds (the method's own
     ``seeds`` where it gives them, else the spec's).
 

@@ -13,23 +13,20 @@ from typing import Any, Collection
 
 from pydantic import ValidationError
 
-from dpkit.base.errors import ComponentNotFoundError, SpecError
+from dpkit.base.errors import ComponentNotFoundError, DpkitError, SpecError
+from dpkit.contract.registry import Entry, Registry
+from dpkit.contract.tasks import mechanism_task, mechanism_task_params
 from dpkit.spec.cells import Cell, SweepError, expand
 from dpkit.spec.guarantees import check_guarantees
 from dpkit.spec.schema import Spec
 
-MECHANISM_TASK = "privatize_text"
 
-
-def check_spec(spec: Spec, registry=None) -> list[Cell]:
+def check_spec(spec: Spec, registry: Registry) -> list[Cell]:
     """Validate ``spec`` and every cell it expands to; returns the cells (raises SpecError).
 
     A spec checked once against a registry is not checked again (loading a spec checks it, and
     the runner asks for its cells).
     """
-    from dpkit.contract.plugins import get_registry  # the process-wide registry, only when none is given
-
-    registry = registry or get_registry()
     content = spec.model_dump_json()
     if spec._checked is not None and spec._checked[0] is registry and spec._checked[1] == content:
         return list(spec._checked[2])
@@ -38,11 +35,11 @@ def check_spec(spec: Spec, registry=None) -> list[Cell]:
         if gpath.split(".")[0] not in Spec.model_fields:
             raise SpecError(path, f"sweep.{gpath}", f"unknown spec field {gpath.split('.')[0]!r}")
     for kind, location, ref, own_sweep in _components_as_written(spec):
-        cls = _lookup(registry, path, kind, f"{location}.name", ref.name)
+        entry = _lookup(registry, path, kind, f"{location}.name", ref.name)
         supplied = {p.split(".")[0] for p in own_sweep} | {
             g[len(location) + 8:].split(".")[0] for g in spec.sweep
             if g.startswith(f"{location}.params.")}
-        _validate(cls, ref.params, path, location, {}, supplied)
+        _validate(entry, ref.params, path, location, {}, supplied)
     try:
         cells = expand(spec, registry)
     except SweepError as exc:
@@ -55,8 +52,8 @@ def check_spec(spec: Spec, registry=None) -> list[Cell]:
                 continue
             seen.add(key)
             where = next((s for p, s in swept.items() if p == "name"), f"{location}.name")
-            cls = _lookup(registry, path, kind, where, name)
-            _validate(cls, params, path, location, swept)
+            entry = _lookup(registry, path, kind, where, name)
+            _validate(entry, params, path, location, swept)
         if cell.kind == "mechanism":
             key = json.dumps(["evaluation", cell.component, cell.evaluation, cell.params],
                              sort_keys=True, default=str)
@@ -113,38 +110,37 @@ def _cell_components(spec: Spec, cell):
     yield (cell.kind,), location, cell.component, cell.params, swept(location, True)
 
 
-def _check_evaluation(registry, path: str, cell) -> None:
+def _check_evaluation(registry: Registry, path: str, cell: Cell) -> None:
     try:
-        task = registry.get("defense", MECHANISM_TASK).cls
-    except ComponentNotFoundError:
-        raise SpecError(path, "mechanism", f"mechanism entries need the {MECHANISM_TASK!r} "
-                        "defense, which no loaded plug-in provides (is plug-in 'tasks' disabled?)"
-                        ) from None
+        task = mechanism_task(registry)
+    except DpkitError as exc:
+        raise SpecError(path, "mechanism", str(exc)) from None
     try:
-        task.Params.model_validate({**cell.evaluation, "mechanism": cell.component,
-                                    "mechanism_params": cell.params})
+        task.params.model_validate(mechanism_task_params(cell.component, cell.params,
+                                                         cell.evaluation))
     except ValidationError as exc:
         err = exc.errors()[0]
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            known = [k for k in task.Params.model_fields if k not in ("mechanism", "mechanism_params")]
+            known = [k for k in task.params.model_fields if k not in ("mechanism", "mechanism_params")]
             msg = f"unknown evaluation setting {err['loc'][-1]!r}; {_hint(err['loc'][-1], known)}"
         raise SpecError(path, "evaluation." + ".".join(str(p) for p in err["loc"]),
                         msg) from None
 
 
-def _lookup(registry, path: str, kinds: tuple[str, ...], location: str, name: str):
+def _lookup(registry: Registry, path: str, kinds: tuple[str, ...], location: str,
+            name: str) -> Entry:
     try:
-        return registry.find(name, kinds).cls
+        return registry.find(name, kinds)
     except ComponentNotFoundError as exc:
         raise SpecError(path, location, str(exc)) from None
 
 
-def _validate(cls, params: dict, path: str, location: str, swept: dict[str, str],
+def _validate(entry: Entry, params: dict, path: str, location: str, swept: dict[str, str],
               supplied: Collection[str] = ()) -> None:
     """Validate ``params``; ``supplied``: top-level fields a sweep sets (may be missing here)."""
     try:
-        cls.Params.model_validate(params)
+        entry.params.model_validate(params)
     except ValidationError as exc:
         errors = [e for e in exc.errors()
                   if not (e["type"] == "missing" and str(e["loc"][0]) in supplied)]
@@ -152,7 +148,7 @@ def _validate(cls, params: dict, path: str, location: str, swept: dict[str, str]
             err = errors[0]
             if not err["loc"]:  # a check across fields: name the field whose value it names
                 err = {**err, "loc": _named_field(params, err["msg"])}
-            raise SpecError(path, *_describe(cls, err, location, swept)) from None
+            raise SpecError(path, *_describe(entry, err, location, swept)) from None
 
 
 def _named_field(params: dict, message: str) -> tuple[str, ...]:
@@ -167,12 +163,12 @@ def _hint(name: Any, known: list[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known) or 'none'}"
 
 
-def _describe(cls, err: Any, location: str, swept: dict[str, str]) -> tuple[str, str]:
+def _describe(entry: Entry, err: Any, location: str, swept: dict[str, str]) -> tuple[str, str]:
     field = ".".join(str(p) for p in err["loc"])
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        msg = f"unknown parameter {err['loc'][-1]!r} of {cls.name!r}; " + \
-            _hint(err["loc"][-1], list(cls.Params.model_fields))
+        msg = f"unknown parameter {err['loc'][-1]!r} of {entry.name!r}; " + \
+            _hint(err["loc"][-1], list(entry.params.model_fields))
     by = next((s for p, s in swept.items()
                if p == field or field.startswith(p + ".") or p.startswith(field + ".")), None)
     where = f"{location}.params.{field}" if field else f"{location}.params"

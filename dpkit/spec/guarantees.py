@@ -18,7 +18,9 @@ from typing import Any
 
 from dpkit.accounting.ledger import Ledger
 from dpkit.base.errors import AccountingError, SpecError
+from dpkit.contract.privacy import PrivacySettings
 from dpkit.contract.protocols import PlansSpends
+from dpkit.contract.registry import Registry
 
 ACCOUNTANTS = ("rdp", "pld")
 RELATIONS = ("add_remove", "replace_one", "replace_special")
@@ -54,7 +56,7 @@ def spec_fix(guarantee: Any, privacy: Any) -> dict[str, str] | None:
     return None
 
 
-def params_guarantees(cell: Any, registry: Any, privacy: Any) -> list[Any] | object:
+def params_guarantees(cell: Any, registry: Registry, privacy: PrivacySettings) -> list[Any] | object:
     """The guarantees a cell declares that are known from its params, or :data:`UNKNOWN`."""
     try:
         if cell.kind == "mechanism":
@@ -68,7 +70,7 @@ def params_guarantees(cell: Any, registry: Any, privacy: Any) -> list[Any] | obj
     return UNKNOWN
 
 
-def check_guarantees(spec: Any, cells: Iterable[Any], registry: Any) -> set[str]:
+def check_guarantees(spec: Any, cells: Iterable[Any], registry: Registry) -> set[str]:
     """Raise one SpecError for every guarantee the spec's ledger would refuse (known from params);
     returns the methods whose guarantees need the data (checked by ``dpkit run``).
 

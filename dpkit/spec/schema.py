@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from dpkit.contract.privacy import PrivacySettings
 from dpkit.evidence.claims import Claim
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -59,16 +60,6 @@ class MethodEntry(_Strict):
     def display(self) -> str:
         """The label shown in tables and plots."""
         return self.label or self.name
-
-
-class PrivacySettings(_Strict):
-    """How the cell's ledger composes: δ, accountant, optional ε ceiling."""
-
-    delta: float = Field(1e-5, gt=0, lt=1)
-    accountant: Literal["rdp", "pld"] = "rdp"
-    ceiling: float | None = Field(None, gt=0, description="refuse spends past this ε at delta")
-    neighboring: Literal["add_remove", "replace_one", "replace_special"] = Field(
-        "add_remove", description="the neighbouring relation (ε, δ) is stated in")
 
 
 class SelectionSettings(_Strict):

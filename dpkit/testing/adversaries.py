@@ -168,7 +168,7 @@ class LeakGlobal(_Leak):
     def leak(self, ctx, raw, noisy):
         """Stash them, and mark the class too."""
         _STASH["raw"] = raw
-        type(self).stashed = raw
+        type(self).stashed = raw  # type: ignore[attr-defined]
         ctx.wire.send("probe_request")
 
 
@@ -272,12 +272,15 @@ class LeakServer(Server):
     @handles("embeddings")
     def embeddings(self, message: Message) -> None:
         """Keep the rows, and the tensor object itself."""
-        self.held.append(message.tensor)
-        self.observe("embeddings", message.tensor.reshape(-1, message.tensor.shape[-1]))
+        tensor = message.tensor
+        assert tensor is not None
+        self.held.append(tensor)
+        self.observe("embeddings", tensor.reshape(-1, tensor.shape[-1]))
 
     @handles("clean")
     def clean(self, message: Message) -> None:
         """Keep the raw rows of an uncovered release, and stash them for later cells."""
+        assert message.tensor is not None
         _SERVER_STASH.append(message.tensor)
         self.observe("clean", message.tensor)
 
@@ -307,8 +310,8 @@ LEAKS = (LeakAlias, LeakCountZero, LeakPadding, LeakCompanion, LeakRowsMask, Lea
          LeakGlobal, LeakSwapWire, LeakOwnWire, LeakRawPipe, LeakPublicModel, LeakPrivateData,
          LeakNameChannel, LeakServerStash)
 for _cls in (_Leak, *LEAKS):
-    _cls.server = LeakServer
-LeakPrivateData.server = PrivateDataServer
+    _cls.server = LeakServer  # type: ignore[attr-defined]
+LeakPrivateData.server = PrivateDataServer  # type: ignore[attr-defined]
 
 
 class LeakProbe:

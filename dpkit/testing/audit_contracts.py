@@ -27,16 +27,19 @@ class DefenseAuditContract:
     def test_offers_canary_audit(self):
         """The defense has ``audit_run`` or a registered adapter."""
         from dpkit.audit.canary import AuditableDefense, auditable
-        from dpkit.audit.defense import build_defense
+        from dpkit.testing.params_contract import build_defense, process_registry
 
-        assert isinstance(auditable(build_defense(self.defense, self.params)), AuditableDefense)
+        built = build_defense(self.defense, self.params)
+        assert isinstance(auditable(built, process_registry()), AuditableDefense)
 
     def test_canary_audit_does_not_fail(self):
         """The canary audit finds no evidence against the ledger's ε, and the releases follow the
         declared noise law where the audit tests it (neither FAIL nor LAW_MISMATCH)."""
         from dpkit.audit import Verdict, audit_defense
+        from dpkit.testing.params_contract import process_registry
 
         report = audit_defense(self.defense, self.params, canaries=self.audit_canaries,
-                               confidence=self.audit_confidence, seed=self.seed)
+                               confidence=self.audit_confidence, seed=self.seed,
+                               registry=process_registry())
         assert report.verdict not in (Verdict.FAIL, Verdict.LAW_MISMATCH), report.one_line()
         assert report.findings and report.findings[0].counts["canaries"] == self.audit_canaries

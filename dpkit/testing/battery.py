@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dpkit.testing.params_contract import process_registry
 from dpkit.testing.planted import BugOutcome, PlantedBug, mutation_scores
 
 
@@ -42,7 +43,7 @@ def defense_audit(defense, params: dict | None = None, *, canaries: int = 1000, 
         from dpkit.audit import Verdict, audit_defense
 
         report = audit_defense(defense, params, canaries=canaries, runs=runs, seed=seed,
-                               confidence=confidence)
+                               confidence=confidence, registry=process_registry())
         return report.verdict in (Verdict.FAIL, Verdict.LAW_MISMATCH), report.one_line()
     return Check(f"audit --defense {defense} {params or {}}", run)
 
@@ -53,7 +54,8 @@ def mechanism_audit(mechanism: str, params: dict | None = None, *, samples: int 
     def run() -> tuple[bool, str]:
         from dpkit.audit import Verdict, audit
 
-        report = audit(mechanism, params or {}, samples=samples, seed=seed, confidence=confidence)
+        report = audit(mechanism, params or {}, samples=samples, seed=seed, confidence=confidence,
+                       registry=process_registry())
         return report.verdict in (Verdict.FAIL, Verdict.LAW_MISMATCH), report.one_line()
     return Check(f"audit {mechanism} {params or {}}", run)
 

@@ -120,9 +120,11 @@ class MechanismContract(ParamsContract):
     def test_audit_does_not_fail(self):
         """The auditor finds no violation, and the draws follow the declared law, at test sizes."""
         from dpkit.audit import Verdict, audit
+        from dpkit.testing.params_contract import process_registry
 
         report = audit(self.mechanism, self.params, samples=self.audit_samples,
-                       confidence=self.audit_confidence, seed=self.seed, space=self.make_space())
+                       confidence=self.audit_confidence, seed=self.seed, space=self.make_space(),
+                       registry=process_registry())
         assert report.verdict not in (Verdict.FAIL, Verdict.LAW_MISMATCH), report.one_line()
 
 

@@ -10,8 +10,7 @@ Example::
         invalid_params = [{"sigma": "x"}]
 
         def make_context(self):
-            return RunContext(dataset=..., model=..., device=torch.device("cpu"), seed=0,
-                              ledger=Ledger(), registry=get_registry())
+            return tiny_context(model=..., dataset=...)
 """
 
 from __future__ import annotations

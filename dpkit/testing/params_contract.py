@@ -1,4 +1,8 @@
-"""What every contract suite shares: building a component from its params, a tiny run context."""
+"""What every contract suite shares: building a component from its params, a tiny run context.
+
+Tests are an entry point like the command line: components named by a string are found in the
+process registry (the installed plug-ins, :func:`process_registry`).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,25 @@ import torch
 from dpkit.base.errors import ParamsError
 
 
+def process_registry() -> Any:
+    """The registry of this process's plug-ins (entry points, DPKIT_EXTRA_PLUGINS), for tests."""
+    from dpkit.contract.plugins import get_registry
+
+    return get_registry()
+
+
 def component_class(kind: str, component: Any) -> Any:
     """The class of ``component``: itself, or the registered class of that name."""
     if isinstance(component, str):
-        from dpkit.contract.plugins import get_registry
-        return get_registry().get(kind, component).cls
+        return process_registry().get(kind, component).cls
     return component
+
+
+def build_defense(defense: Any, params: dict | None = None) -> Any:
+    """A defense (a registered name, a class or an instance) built with validated ``params``."""
+    from dpkit.audit.defense import build_defense as build
+
+    return build(defense, params, process_registry())
 
 
 def build_component(kind: str, component: Any, params: dict) -> Any:
@@ -60,9 +77,8 @@ def tiny_context(model: Any, dataset: Any, *, model_ref: dict | None = None,
     from dpkit.accounting import Ledger
     from dpkit.boundary.session import connector
     from dpkit.contract.context import RunContext
-    from dpkit.contract.plugins import get_registry
 
-    registry = registry or get_registry()
+    registry = registry or process_registry()
     if model_ref is None and model is not None:
         model_ref = register_test_model(registry, model)
     return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=seed,

@@ -109,6 +109,6 @@ def valid_params(draw, params_cls: Any, fixed: dict | None = None) -> dict:
 
 def mechanism_params(name: str, fixed: dict | None = None) -> st.SearchStrategy:
     """Valid params of the registered mechanism ``name``."""
-    from dpkit.contract.plugins import get_registry
+    from dpkit.testing.params_contract import process_registry
 
-    return valid_params(get_registry().get("mechanism", name).cls.Params, fixed)
+    return valid_params(process_registry().get("mechanism", name).params, fixed)

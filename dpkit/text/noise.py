@@ -1,15 +1,24 @@
 """Multivariate Laplace dχ noise: the sampler and exact log-density every dχ mechanism shares.
 
 Density ∝ exp(−η‖z‖₂) in ``d`` dimensions; adding it to a point gives η·d₂-privacy. Plug-ins that
-perturb embeddings (``laplace_dx``, dχ-STENCIL, third-party mechanisms) draw from here so the
+perturb embeddings (the built-in dχ mechanisms and third-party ones) draw from here so the
 sampler that the property tests check is the one that runs.
+
+torch is imported on first use (:func:`dpkit.lazy_import`), so a mechanism module importing these
+names stays importable without it (``dpkit validate`` calls its ``guarantee(None)``).
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
+from dpkit.base.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")
 
 
 def sample_laplace_noise(n: int, d: int, eta: float, generator: torch.Generator,
@@ -36,3 +45,12 @@ def laplace_log_density(x: torch.Tensor, y: torch.Tensor, eta: float) -> torch.T
     log_norm = (d * math.log(eta) + math.lgamma(d / 2) - math.log(2.0) - (d / 2) * math.log(math.pi)
                 - math.lgamma(d))
     return log_norm - eta * (y.double() - x.double()).norm(dim=-1)
+
+
+def clip_norms(y: torch.Tensor, bound: float | None) -> torch.Tensor:
+    """Scale rows of ``y`` whose L2 norm exceeds ``bound`` back onto the ball (None: unchanged)."""
+    if bound is None:
+        return y
+    norms = y.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    return y * (bound / norms).clamp(max=1.0)
+

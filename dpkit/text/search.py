@@ -9,8 +9,14 @@ the device of the table.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
+from dpkit.base.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")  # imported on first use: mechanism modules import this one
 
 METRICS = ("l2", "cosine")
 

@@ -1,41 +1,22 @@
 """Built-in generic attacks every plug-in can use: inversion, token recovery, mutual information,
-attributes."""
+attributes.
 
-from dpkit.contract.hookspecs import hookimpl
-from dpkit_attacks.attribute import (
-    AttributeInference,
-    attribute_inference,
-    mlp_predict,
-    train_mlp_classifier,
-)
-from dpkit_attacks.information import (
-    MutualInformation,
-    kl_entropy,
-    kl_mutual_information,
-    knn_distances,
-)
-from dpkit_attacks.inversion import NNInversion, TokenRecovery, knn_recovery, substitute_recovery
+Registered by reference: building the registry imports only :mod:`dpkit_attacks.params`.
+"""
 
-ATTACKS = (NNInversion, TokenRecovery, MutualInformation, AttributeInference)
+import dpkit
 
-__all__ = [
-    "AttributeInference",
-    "MutualInformation",
-    "NNInversion",
-    "TokenRecovery",
-    "attribute_inference",
-    "kl_entropy",
-    "kl_mutual_information",
-    "knn_distances",
-    "knn_recovery",
-    "mlp_predict",
-    "substitute_recovery",
-    "train_mlp_classifier",
-]
+ATTACKS = {
+    "nn_inversion": ("inversion:NNInversion", "KnnParams"),
+    "token_recovery": ("inversion:TokenRecovery", "KnnParams"),
+    "mutual_information": ("information:MutualInformation", "MutualInformationParams"),
+    "attribute_inference": ("attribute:AttributeInference", "AttributeInferenceParams"),
+}
+"""Attack name -> (module:Class in this package, its Params in dpkit_attacks.params)."""
 
 
-@hookimpl
+@dpkit.hookimpl
 def dpkit_register_attacks(register):
     """Register the generic attacks."""
-    for attack in ATTACKS:
-        register(attack)
+    for name, (target, params) in ATTACKS.items():
+        register(f"{__name__}.{target}", name=name, params=f"{__name__}.params:{params}")

@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 import torch
-from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import ServerView
+from dpkit import Component, ServerView
+from dpkit_attacks.params import AttributeInferenceParams
 
 
 def train_mlp_classifier(x: torch.Tensor, y: torch.Tensor, *, generator: torch.Generator,
@@ -48,14 +46,6 @@ def attribute_inference(train_x: torch.Tensor, train_y: torch.Tensor, test_x: to
     accuracy = float((mlp_predict(model, test_x.float()) == test_y).float().mean())
     majority = float((test_y == torch.bincount(train_y.long()).argmax()).float().mean())
     return {"attribute_accuracy": accuracy, "attribute_majority": majority}
-
-
-class AttributeInferenceParams(Params):
-    """Share of the observed records whose attribute the attacker knows (auxiliary data), MLP size."""
-
-    aux_fraction: float = Field(default=0.5, gt=0, lt=1)
-    hidden: int = Field(default=128, ge=1)
-    epochs: int = Field(default=60, ge=1)
 
 
 class AttributeInference(Component):

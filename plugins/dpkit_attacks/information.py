@@ -5,19 +5,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 import torch
-from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import ServerView
-from dpkit.text.entropy import kl_entropy, kl_mutual_information, knn_distances  # noqa: F401
-
-
-class MutualInformationParams(Params):
-    """k of the k-NN estimator and how many token vectors to use."""
-
-    k: int = Field(default=3, ge=1, le=100)
-    max_samples: int = Field(default=5000, ge=10, description="use at most this many vectors")
+from dpkit import Component, ServerView, kl_mutual_information
+from dpkit_attacks.params import MutualInformationParams
 
 
 class MutualInformation(Component):

@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 import torch
-from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import ServerView
-from dpkit.text.search import VocabIndex
-from dpkit.text.recovery import hit_rates, knn_candidates, knn_recovery  # noqa: F401 (re-exported)
-from dpkit.text.space import EmbeddingSpace
+from dpkit import (
+    Component,
+    EmbeddingSpace,
+    ServerView,
+    VocabIndex,
+    hit_rates,
+    knn_candidates,
+)
+from dpkit_attacks.params import KnnParams
 
 
 def substitute_recovery(substituted: torch.Tensor, truth: torch.Tensor, space: EmbeddingSpace,
@@ -50,14 +52,6 @@ def _space_of(view: ServerView, attack: str) -> EmbeddingSpace:
         raise ValueError(f"{attack} needs view.knowledge['space'] (the public EmbeddingSpace); "
                          f"got {type(space).__name__}")
     return space
-
-
-class KnnParams(Params):
-    """Which k to report and the distance used to rank candidates."""
-
-    ks: tuple[int, ...] = Field(default=(1, 5), min_length=1, description="report top-k for these k")
-    metric: str = Field(default="l2", pattern="^(l2|cosine)$")
-    max_queries: int | None = Field(default=None, ge=1, description="score at most this many tokens")
 
 
 def _cap(n: int, cap: int | None) -> slice:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-from typing import ClassVar
-
-import torch
-from pydantic import Field
+from typing import TYPE_CHECKING, ClassVar
 
 import dpkit
-from dpkit.base.cache import process_cache
-from dpkit.accounting import KAnonymityGuarantee
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import stop_word_mask
-
+from dpkit import KAnonymityGuarantee, VocabIndex, process_cache, stop_word_mask
+from dpkit_baselines.params import CusTextParams
 from dpkit_baselines.sampling import frequency_rank, gumbel_argmax
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = dpkit.lazy_import("torch")  # imported on first use: dpkit validate needs guarantee() only
 
 
 _SETS = process_cache("custext.output_sets", "CusText output sets per (space, K, stop-word "
@@ -79,13 +78,9 @@ class CusText(dpkit.Component):
     label: ClassVar[str] = "CusText"
     keep_stop_words: ClassVar[bool] = False
 
-    class Params(dpkit.Params):
-        """ε of the exponential mechanism and the output-set size K."""
+    Params = CusTextParams
 
-        epsilon: float = Field(gt=0, allow_inf_nan=False, description="privacy parameter ε")
-        top_k: int = Field(default=20, ge=2, le=10_000, description="output-set size K")
-
-    def __init__(self, params: Params):
+    def __init__(self, params: CusTextParams):
         super().__init__(params)
         self.counts: torch.Tensor | None = None
         self._cache: tuple[str, torch.Tensor, torch.Tensor] | None = None

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-import math
-from typing import ClassVar
-
-import torch
-from pydantic import Field
+from typing import TYPE_CHECKING, ClassVar
 
 import dpkit
-from dpkit.base.cache import process_cache
-from dpkit.accounting import MetricDpGuarantee, NoGuarantee
-from dpkit.text.noise import laplace_log_density, sample_laplace_noise
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import stop_word_mask
+from dpkit import (
+    MetricDpGuarantee,
+    VocabIndex,
+    clip_norms,
+    laplace_log_density,
+    process_cache,
+    sample_laplace_noise,
+    stop_word_mask,
+)
+from dpkit_baselines.params import LaplaceDxParams, Text2TextParams
 
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = dpkit.lazy_import("torch")  # imported on first use: dpkit validate needs guarantee() only
 
 
 _INDEXES = process_cache("laplace.decode_indexes",
@@ -23,17 +28,10 @@ _INDEXES = process_cache("laplace.decode_indexes",
 
 NOISE_STREAM = "laplace_dx"
 """The generator stream shared by every mechanism that draws one multivariate Laplace vector per
-in-vocabulary token, in order (laplace_dx, text2text, dx_stencil): ``privatize_text`` gives them
+in-vocabulary token, in order (laplace_dx, text2text, and mechanisms of other plug-ins that take
+the registered laplace_dx's ``noise_stream``, e.g. dx_stencil): ``privatize_text`` gives them
 the same draws at one seed (common random numbers; the radius is Gamma(d, 1)/η, so the draws
 are the same standardized ones at every η)."""
-
-
-def clip_norms(y: torch.Tensor, bound: float | None) -> torch.Tensor:
-    """Scale rows of ``y`` whose L2 norm exceeds ``bound`` back onto the ball (SnD Eq. 3)."""
-    if bound is None:
-        return y
-    norms = y.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-    return y * (bound / norms).clamp(max=1.0)
 
 
 class LaplaceDx(dpkit.Component):
@@ -43,12 +41,13 @@ class LaplaceDx(dpkit.Component):
     domain: ClassVar[str] = "embedding"
     noise_stream: ClassVar[str] = NOISE_STREAM
 
-    class Params(dpkit.Params):
-        """η (privacy parameter, larger = less noise) and the optional SnD norm clip bound."""
+    Params = LaplaceDxParams
 
-        eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η")
-        clip_bound: float | None = Field(default=None, gt=0, allow_inf_nan=False,
-                                         description="clip noisy vectors to this L2 norm (SnD Eq. 3)")
+    @property
+    def clip_bound(self) -> float | None:
+        """The L2 norm every noisy row is clipped to (None: not clipped); the split canary audit
+        applies it to its reference draws (the dχ Laplace law, :class:`dpkit.DxLaplaceNoise`)."""
+        return self.params.clip_bound
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
         """η-dχ for the L2 distance between two token embeddings (clipping is post-processing)."""
@@ -60,41 +59,15 @@ class LaplaceDx(dpkit.Component):
         flat = x.reshape(-1, x.shape[-1]).float()
         noisy = sample_laplace_noise(flat.shape[0], flat.shape[1], self.params.eta, generator,
                                      flat.device).add_(flat)
-        return clip_norms(noisy, self.params.clip_bound).reshape(x.shape)
+        return clip_norms(noisy, self.clip_bound).reshape(x.shape)
 
     def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Exact ``log p(y | x)`` per row; only without clipping (clipping puts mass on the sphere)."""
-        if self.params.clip_bound is not None:
-            raise dpkit.base.errors.AuditError(
+        if self.clip_bound is not None:
+            raise dpkit.AuditError(
                 f"laplace_dx with clip_bound={self.params.clip_bound} has no density (clipping puts "
                 "mass on the sphere); audit it with clip_bound unset — clipping is post-processing")
         return laplace_log_density(x, y, self.params.eta)
-
-
-class NoNoise:
-    """η = ∞, the noiseless ceiling of a method built on ``laplace_dx``: the rows pass unchanged
-    (clipped when a bound is given), nothing is drawn, and the guarantee is none (ε = ∞)."""
-
-    def __init__(self, who: str, clip_bound: float | None = None):
-        self.reason = f"{who} at η = ∞ sends the token embeddings without noise"
-        self.clip_bound = clip_bound
-
-    def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> NoGuarantee:
-        """No guarantee: nothing is added."""
-        return NoGuarantee(self.reason)
-
-    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace | None = None,
-                  generator: torch.Generator) -> torch.Tensor:
-        """The rows of ``x`` unchanged (clipped to ``clip_bound``); ``generator`` is not used."""
-        return clip_norms(x.float().clone(), self.clip_bound).reshape(x.shape)
-
-
-def laplace_or_noiseless(ctx, who: str, eta: float, clip_bound: float | None = None):
-    """``laplace_dx`` at ``eta`` (with ``clip_bound``), or :class:`NoNoise` when η is ∞."""
-    if math.isinf(eta):
-        return NoNoise(who, clip_bound)
-    raw = {"eta": eta} if clip_bound is None else {"eta": eta, "clip_bound": clip_bound}
-    return ctx.build("mechanism", "laplace_dx", raw)
 
 
 class Text2Text(dpkit.Component):
@@ -108,14 +81,7 @@ class Text2Text(dpkit.Component):
     label: ClassVar[str] = "NOISE"
     noise_stream: ClassVar[str] = NOISE_STREAM
 
-    class Params(dpkit.Params):
-        """η and the decoding metric (decoding uses only the noisy vector: post-processing)."""
-
-        eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η")
-        metric: str = Field(default="l2", pattern="^(l2|cosine)$",
-                            description="distance used to decode the noisy vector")
-        keep_stop_words: bool = Field(default=False, description="release stop words unchanged "
-                                      "(as dχ-STENCIL's comparison does; they get no protection)")
+    Params = Text2TextParams
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> MetricDpGuarantee:
         """η-dχ per token for the L2 distance in ``space`` (decoding is post-processing); stop words

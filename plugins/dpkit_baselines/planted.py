@@ -3,8 +3,7 @@ CusText, caught by ``dpkit audit`` (``dpkit.testing.battery``)."""
 
 from __future__ import annotations
 
-from dpkit.testing.battery import Check, mechanism_audit
-from dpkit.testing.planted import PlantedBug, replace, scale_result
+from dpkit.testing import Check, PlantedBug, mechanism_audit, replace, scale_result
 
 
 def _logits_times(factor: float):

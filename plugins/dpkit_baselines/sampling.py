@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
-import torch
+from typing import TYPE_CHECKING, Callable
 
 import dpkit
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = dpkit.lazy_import("torch")  # imported on first use: dpkit validate needs guarantee() only
+
 
 MAX_BLOCK = 2**23
 CANCELLATION = 1e-4

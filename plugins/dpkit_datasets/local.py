@@ -8,135 +8,19 @@ file named, before any cell runs.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.data.sources import CatalogueEntry
-from dpkit.data.splits import build_dataset, seeded_split
-from dpkit.data.types import TextDataset
-from dpkit.base.errors import DataSourceError
-
-FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
-           ".pq": "parquet"}
-HEAD_BYTES = 1 << 16
-
-
-def resolve_format(path: Path, declared: str) -> str:
-    """The file's format: the declared one, or from its suffix (a folder is a ``datasets`` save)."""
-    if declared != "auto":
-        return declared
-    if path.is_dir():
-        return "hf"
-    try:
-        return FORMATS[path.suffix.lower()]
-    except KeyError:
-        raise ValueError(f"cannot tell the format of {path} from its suffix {path.suffix!r}; "
-                         f"set format: csv, jsonl, parquet or hf") from None
-
-
-def _decode(path: Path, raw: bytes, encoding: str) -> str:
-    try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        if exc.start >= len(raw) - 4 and len(raw) == HEAD_BYTES:  # a character cut by the chunk
-            return raw[:exc.start].decode(encoding)
-        raise ValueError(f"{path} is not valid {encoding} (byte {exc.start}: "
-                         f"{raw[exc.start:exc.start + 1]!r}); set encoding: latin-1 (or the "
-                         "file's encoding)") from None
-    except LookupError:
-        raise ValueError(f"unknown encoding {encoding!r} for {path}") from None
-
-
-def _head_columns(path: Path, fmt: str, encoding: str) -> list[str]:
-    """Column names from the start of the file (raises ValueError naming the file)."""
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            meta = pq.read_metadata(path)
-        except Exception as exc:  # noqa: BLE001 — pyarrow raises several types for a bad file
-            raise ValueError(f"{path} is not a readable Parquet file ({exc})") from None
-        if meta.num_rows == 0:
-            raise ValueError(f"{path} has no rows")
-        return list(meta.schema.names)
-    with path.open("rb") as f:
-        head = _decode(path, f.read(HEAD_BYTES), encoding).lstrip("\ufeff")
-    lines = [line for line in head.splitlines() if line.strip()]
-    if fmt == "csv":
-        import csv
-
-        if len(lines) < 2:
-            raise ValueError(f"{path} has no rows (a header and at least one row are needed)")
-        return next(csv.reader([lines[0]]))
-    if not lines:
-        raise ValueError(f"{path} has no rows")
-    try:
-        first = json.loads(lines[0])
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} line 1 is not JSON ({exc.msg}); JSON Lines has one object "
-                         "per line") from None
-    if not isinstance(first, dict):
-        raise ValueError(f"{path} line 1 is a {type(first).__name__}, not a JSON object")
-    return list(first)
-
-
-class LocalFileParams(dpkit.Params):
-    """Where the corpus is and which columns hold text, label and split."""
-
-    path: str = Field(description="a .csv, .jsonl or .parquet file, or a save_to_disk folder")
-    format: Literal["auto", "csv", "jsonl", "parquet", "hf"] = "auto"
-    text_column: str = "text"
-    label_column: str | None = Field(None, description="labels (any strings); none: unlabelled")
-    split_column: str | None = Field(None, description="train / test per row; none: a seeded "
-                                     "split by test_fraction")
-    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
-    encoding: str = "utf-8"
-    max_examples: int | None = Field(None, ge=1, description="keep at most this many per split")
-    seed: int = Field(0, ge=0)
-
-    @model_validator(mode="after")
-    def _file_is_usable(self):
-        path = Path(self.path).expanduser()
-        if not path.exists():
-            raise ValueError(f"{path.resolve()} does not exist (a relative path in a spec is "
-                             "read from the spec's folder, or with paths_relative_to: cwd from "
-                             "where dpkit runs)")
-        fmt = resolve_format(path, self.format)
-        if fmt == "hf":
-            columns = _hf_columns(path)
-        elif path.is_dir():
-            raise ValueError(f"{path} is a folder; give a file, or format: hf for a datasets save")
-        elif path.stat().st_size == 0:
-            raise ValueError(f"{path} is empty")
-        else:
-            columns = _head_columns(path, fmt, self.encoding)
-        for role in ("text_column", "label_column", "split_column"):
-            wanted = getattr(self, role)
-            if wanted is not None and wanted not in columns:
-                raise ValueError(f"{path} has no column {wanted!r} ({role}); its columns: "
-                                 f"{', '.join(map(str, columns))}")
-        return self
-
-
-def _hf_columns(path: Path) -> list[str]:
-    """Feature names of a ``save_to_disk`` folder (a Dataset, or every split of a DatasetDict)."""
-    if importlib.util.find_spec("datasets") is None:
-        raise ValueError(f"{path} is a Hugging Face datasets folder, which needs the `datasets` "
-                         "library: pip install datasets")
-    infos = [path / "dataset_info.json"] if (path / "dataset_info.json").exists() else \
-        sorted(path.glob("*/dataset_info.json"))
-    if not infos:
-        raise ValueError(f"{path} is not a folder written by datasets' save_to_disk (no "
-                         "dataset_info.json)")
-    columns = [set(json.loads(info.read_text(encoding="utf-8")).get("features") or {})
-               for info in infos]
-    shared = set.intersection(*columns) | ({"__split__"} if len(infos) > 1 else set())
-    return sorted(shared)
+from dpkit import (
+    CatalogueEntry,
+    DataSourceError,
+    TextDataset,
+    build_dataset,
+    seeded_split,
+)
+from dpkit_datasets.params import LocalFileParams, resolve_format
 
 
 def _read_table(path: Path, fmt: str, encoding: str):
@@ -171,6 +55,7 @@ class LocalFiles(CatalogueEntry):
     kind: ClassVar[str] = "text classification"
     size: ClassVar[str] = "yours"
     inner: ClassVar[str] = "a local file (params.path)"
+    reads_files: ClassVar[bool] = True  # dpkit budget cap FILE identifies a file through it
     Params: ClassVar[type[dpkit.Params]] = LocalFileParams
 
     def load(self) -> TextDataset:

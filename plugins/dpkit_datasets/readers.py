@@ -8,8 +8,7 @@ import importlib.util
 import zipfile
 from pathlib import Path
 
-from dpkit.data.types import Analogies, WordPairs
-from dpkit.base.errors import DataSourceError
+from dpkit import Analogies, DataSourceError, WordPairs
 
 
 @functools.lru_cache(maxsize=4)

@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dpkit.accounting import Ledger
-from dpkit.audit.canary import CanaryRun
+from dpkit import CanaryRun, Ledger
 from dpkit_dped.aggregation import aggregate
 from dpkit_dped.audit_aggregation import audit_channels
 from dpkit_dped.defenses import privacy_settings, record

@@ -18,9 +18,10 @@ import numpy as np
 import torch
 from scipy import stats
 
-from dpkit.accounting import DpGuarantee, Ledger
-from dpkit.audit.channels import (
+from dpkit import (
     ChannelRun,
+    DpGuarantee,
+    Ledger,
     binomial_p_value,
     counts_p_value,
     gaussian_llr_p_value,

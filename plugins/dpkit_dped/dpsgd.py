@@ -8,18 +8,14 @@ that the ledger composes ``steps`` times. The trainer is :mod:`dpkit_dped.sgd`.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import dp_accounting
 import torch
-from pydantic import Field
 
 import dpkit
-from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_noise, dpsgd_event
+from dpkit import DpGuarantee, NoGuarantee, Release, calibrate_noise, declare_releases, dpsgd_event
 from dpkit_dped.corpus import document_tensor, encode
-from dpkit.contract.releases import declare_releases
-from dpkit.release.declaration import Release
-from dpkit_dped.defenses import CorpusParams, privacy_settings, with_curves
+from dpkit_dped.defenses import privacy_settings, with_curves
 from dpkit_dped.pipeline import evaluate, prepare, public_model
 from dpkit_dped.releases import GRADIENT, as_release, gradient_sender
 from dpkit_dped.sgd import (
@@ -29,6 +25,7 @@ from dpkit_dped.sgd import (
     train_dpsgd,
     train_dpsgd_documents,
 )
+from dpkit_dped.params import DpsgdParams, SgdParams
 
 __all__ = ["DpedDpsgd", "DpedNonPrivateSgd", "DpedPublicSgd", "SkipGramNS", "opacus_clipped_sum",
            "sparse_clipped_sum", "train_dpsgd", "train_dpsgd_documents"]
@@ -38,19 +35,6 @@ def gradient_releases(spends: list, covers: int | None = None) -> list[Release]:
     """The one ``noisy_gradient`` release of a DP-SGD plan's single spend (unit: send)."""
     (spend,) = spends
     return [as_release(GRADIENT, spend, unit="send", covers=covers)]
-
-
-class SgdParams(CorpusParams):
-    """The SGD recipe shared by DP-SGD and its non-private twin."""
-
-    sampling_rate: float = Field(0.01, gt=0, le=1)
-    steps: int = Field(400, ge=1)
-    pairs_per_doc: int = Field(32, ge=1)
-    max_doc_len: int = Field(1000, ge=2)
-    lr: float = Field(0.05, gt=0)
-    optimizer: Literal["sgd", "adam"] = "sgd"
-    momentum: float = Field(0.9, ge=0, lt=1)
-    init: Literal["random", "public"] = "random"
 
 
 def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm: float,
@@ -79,24 +63,6 @@ def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm:
         validation=tuple(x.to(ctx.device) for x in setup.validation),
         release=gradient_sender(ctx.wire))
     return setup, model, start
-
-
-class DpsgdParams(SgdParams):
-    """DP-SGD settings: the recipe plus target ε, clipping norm and steps per ε.
-
-    ``steps_by_epsilon`` maps a target ε to its step count (chosen on public data with
-    ``python -m dpkit_dped.tune_steps``); other targets use ``steps``. σ is calibrated for the
-    step count actually run.
-    """
-
-    target_epsilon: float = Field(2.0, gt=0)
-    steps_by_epsilon: dict[float, int] = Field(default_factory=dict)
-    max_grad_norm: float = Field(1.0, gt=0)
-    clipping: Literal["sparse", "opacus"] = "sparse"
-
-    def step_count(self) -> int:
-        """Steps run at this target ε."""
-        return int(self.steps_by_epsilon.get(self.target_epsilon, self.steps))
 
 
 class DpedDpsgd(dpkit.Component):

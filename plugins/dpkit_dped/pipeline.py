@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpkit.base.cache import process_cache
+from dpkit import process_cache
 from dpkit_dped.aggregation import (
     procrustes_align,
     teacher_probability_sum,

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import math
 
-from dpkit.testing.battery import Check, defense_audit, assertion_check
-from dpkit.testing.planted import PlantedBug, replace, scale_draws
+from dpkit import DpGuarantee, Ledger
+from dpkit.testing import (
+    Check,
+    PlantedBug,
+    assertion_check,
+    build_defense,
+    defense_audit,
+    replace,
+    scale_draws,
+)
 
 AGG, SGD = "dpkit_dped.aggregation", "dpkit_dped.sgd"
 
@@ -39,9 +47,6 @@ def ledger_counts_every_query(defense: str, params: dict) -> None:
     """The ledger ε after recording the plan is at least the ε of num_queries queries, each
     releasing every channel at the plan's σ (composed independently of ``spends()``)."""
     import dp_accounting
-
-    from dpkit.accounting import DpGuarantee, Ledger
-    from dpkit.audit.defense import build_defense
 
     built = build_defense(defense, params)
     plan = built.noise_plan(1e-5, "rdp")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import dp_accounting
 
-from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_noise
+from dpkit import DpGuarantee, NoGuarantee, calibrate_noise
 
 THRESHOLD_SENSITIVITY = 1.0
 VOTES_SENSITIVITY = math.sqrt(2.0)

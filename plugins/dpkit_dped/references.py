@@ -11,14 +11,12 @@ from __future__ import annotations
 import dp_accounting
 
 import dpkit
-from dpkit.accounting import DpGuarantee, NoGuarantee
-from dpkit.contract.protocols import DefenseResult
-from dpkit.contract.releases import declare_releases
-from dpkit.release.declaration import Release
-from dpkit_dped.defenses import CorpusParams, EnsembleParams, with_curves
+from dpkit import DefenseResult, DpGuarantee, NoGuarantee, Release, declare_releases
+from dpkit_dped.defenses import with_curves
 from dpkit_dped.evaluation import ensemble_perplexity
 from dpkit_dped.pipeline import evaluate, nonprivate_model, prepare, public_model, teacher_models
 from dpkit_dped.releases import MODEL, as_release, send_models
+from dpkit_dped.params import EnsembleParams, NonPrivateParams
 
 NONPRIVATE_REASON = "non-private baseline: skip-gram trained on the private corpus without noise"
 ENSEMBLE_REASON = ("reference: the teachers' averaged predictive distribution, computed from the "
@@ -29,10 +27,6 @@ def model_releases(spends: list) -> list[Release]:
     """The one ``model`` release of a reference row's single planned spend (unit: send)."""
     (spend,) = spends
     return [as_release(MODEL, spend, unit="send")]
-
-
-class NonPrivateParams(CorpusParams):
-    """Non-private skip-gram (no extra settings)."""
 
 
 class DpedNonPrivate(dpkit.Component):

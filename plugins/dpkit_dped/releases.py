@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import torch
 
-from dpkit.release.declaration import Release
+from dpkit import Release
 from dpkit_dped.skipgram import WordModel
 
 THRESHOLD, ANSWERS, HIDDEN = "threshold", "answers", "hidden_means"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve
 from dpkit_dped.clipping import clip_factors, gathered_clipped_sum
 from dpkit_dped.corpus import draw_pairs
 from dpkit_dped.evaluation import perplexity

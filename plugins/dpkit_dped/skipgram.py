@@ -13,9 +13,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from dpkit.base.cache import process_cache
-from dpkit.ml.loop import Validation, fit_epochs
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve, Validation, fit_epochs, process_cache
 from dpkit_dped.corpus import Vocabulary
 from dpkit_dped.selection import GainTest
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpkit.data.types import Analogies, TextDataset, WordPairs
+from dpkit import Analogies, TextDataset, WordPairs
 
 _GENSIM_FILES = {"wordsim353": "wordsim353.tsv", "simlex999": "simlex999.txt",
                  "analogies": "questions-words.txt"}

@@ -7,8 +7,7 @@ import math
 import torch
 from torch import nn
 
-from dpkit.ml.loop import Validation, fit_epochs
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve, Validation, fit_epochs
 from dpkit_dped.evaluation import perplexity
 from dpkit_dped.selection import gain_test, row_output_losses
 from dpkit_dped.skipgram import WordModel

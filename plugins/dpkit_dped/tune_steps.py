@@ -22,7 +22,8 @@ import time
 import numpy as np
 import torch
 
-from dpkit.accounting import calibrate_noise, dpsgd_event
+import dpkit
+from dpkit import calibrate_noise, converged, dpsgd_event
 from dpkit_dped.corpus import (
     build_vocabulary,
     document_tensor,
@@ -43,8 +44,6 @@ VALIDATION_SHARE = 0.05  # the cells' default: private training documents set as
 def pilot_loss(tokens, lengths, neg_probs, validation, *, z: float, rate: float, steps: int,
                args, seed: int, init=None) -> tuple[float, bool]:
     """Public validation log perplexity after ``steps`` DP-SGD steps, and whether its curve converged."""
-    from dpkit.ml.training import converged
-
     model = train_dpsgd_documents(tokens, lengths, neg_probs, pairs_per_doc=args.pairs_per_doc,
                         window=args.window, dim=args.dim, negatives=5, noise_multiplier=z,
                         max_grad_norm=1.0, sampling_rate=rate, steps=steps, lr=args.lr,
@@ -55,12 +54,9 @@ def pilot_loss(tokens, lengths, neg_probs, validation, *, z: float, rate: float,
 
 def choose_steps(args) -> dict[float, int]:
     """The tuned step count per target ε (and prints every pilot)."""
-    import dpkit.contract.plugins
-
-    registry = dpkit.contract.plugins.get_registry()
-    public = registry.build("dataset", args.public_data, {}).load()
+    public = dpkit.load_dataset(args.public_data)
     private_docs = args.private_docs or round(
-        (1 - VALIDATION_SHARE) * len(registry.build("dataset", "20newsgroups", {}).load()["train"].texts))
+        (1 - VALIDATION_SHARE) * len(dpkit.load_dataset("20newsgroups")["train"].texts))
     train_texts = texts_of(public, "train")
     vocab = build_vocabulary(train_texts, args.vocab_size, 5)
     rng = np.random.default_rng(0)

@@ -1,29 +1,28 @@
-"""HiddenEcho (split LLM fine-tuning with client-side hidden-state correction) and its baselines."""
+"""HiddenEcho (split LLM fine-tuning with client-side hidden-state correction) and its baselines.
+
+Registered by reference: building the registry imports only :mod:`dpkit_hiddenecho.params`; the
+defenses (:mod:`dpkit_hiddenecho.defense`) and their canary audit load on first use.
+"""
 
 import dpkit
-from dpkit_hiddenecho.defense import HiddenEcho, HiddenEchoFull, HiddenEchoLdp
-from dpkit_hiddenecho.denoiser import GatedResidualDenoiser
-from dpkit_hiddenecho.layer_filter import layer_contributions, select_layers
-from dpkit_hiddenecho.mine import MineEstimator, donsker_varadhan
 
-DEFENSES = (HiddenEcho, HiddenEchoFull, HiddenEchoLdp)
-
-__all__ = ["GatedResidualDenoiser", "HiddenEcho", "HiddenEchoFull", "HiddenEchoLdp",
-           "MineEstimator", "donsker_varadhan", "layer_contributions",
-           "select_layers"]
+DEFENSES = {
+    "hiddenecho": ("HiddenEcho", "HiddenEchoParams"),
+    "hiddenecho_full": ("HiddenEchoFull", "HiddenEchoFullParams"),
+    "hiddenecho_ldp": ("HiddenEchoLdp", "LdpParams"),
+}
+"""Defense name -> (class in dpkit_hiddenecho.defense, its Params in dpkit_hiddenecho.params)."""
 
 
 @dpkit.hookimpl
 def dpkit_register_defenses(register):
     """Register HiddenEcho, HiddenEcho-Full and the LDP baseline."""
-    for defense in DEFENSES:
-        register(defense)
+    for name, (cls, params) in DEFENSES.items():
+        register(f"{__name__}.defense:{cls}", name=name, params=f"{__name__}.params:{params}")
 
 
 @dpkit.hookimpl
 def dpkit_register_defense_audits(register):
-    """Register the canary audits of HiddenEcho and its variants (imported only when the registry is built)."""
-    from dpkit_hiddenecho.audit import AUDITS
-
-    for name, adapter in AUDITS.items():
-        register(name, adapter)
+    """Register the canary audits of HiddenEcho and its variants (imported on first use)."""
+    for name in DEFENSES:
+        register(name, f"{__name__}.audit:HiddenEchoCanaryAudit")

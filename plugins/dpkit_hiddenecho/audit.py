@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 import dpkit
-from dpkit.audit.canary_split import SplitCanaryAudit
+from dpkit import SplitCanaryAudit
 from dpkit_hiddenecho.data import privatize_split
 from dpkit_hiddenecho.protocol import SplitProtocol
 
@@ -49,6 +49,3 @@ class HiddenEchoCanaryAudit(SplitCanaryAudit):
         proto.predict(noisy, clean, mask)
         return float(p.eta)
 
-
-AUDITS = {name: HiddenEchoCanaryAudit for name in ("hiddenecho", "hiddenecho_ldp", "hiddenecho_full")}
-"""Canary-audit adapter per defense name (registered by the plug-in's hook)."""

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
-from dpkit_baselines.laplace import laplace_or_noiseless
 
 import dpkit
-from dpkit.base.cache import cached
-from dpkit.ml.metrics import accuracy, auc
-from dpkit.contract.releases import declare_releases
-from dpkit.ml.training import attach_curves
-from dpkit.release.wire import DOWN
-from dpkit.text.recovery import knn_recovery
+from dpkit import DOWN, accuracy, attach_curves, auc, cached, declare_releases, knn_recovery
 from dpkit_hiddenecho.data import (
     batches,
     hold_out,
@@ -37,6 +32,16 @@ from dpkit_hiddenecho.server import attach_lora, private_copy, transformer_block
 GRADIENTS_REASON = ("training-time gradients of the returned hidden states, sent up every step, "
                     "computed from the clean embeddings and the private labels: not covered by the "
                     "η-dχ noise (the paper's own caveat)")
+
+
+def dx_mechanism(ctx, who: str, eta: float, clip_bound: float | None = None):
+    """The registered ``laplace_dx`` at ``eta`` (with ``clip_bound``), or the noiseless ceiling
+    (:class:`dpkit.Noiseless`: nothing drawn, ε = ∞) when η is ∞."""
+    if math.isinf(eta):
+        return dpkit.Noiseless(f"{who} at η = ∞ sends the token embeddings without noise",
+                               clip_bound)
+    raw = {"eta": eta} if clip_bound is None else {"eta": eta, "clip_bound": clip_bound}
+    return ctx.build("mechanism", "laplace_dx", raw)
 
 
 def split_of(dataset, name: str, cap: int | None) -> tuple[list[str], list[int]]:
@@ -69,7 +74,7 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
         if model is None or not hasattr(model, "server_forward"):
             raise ValueError(f"{self.name} needs a split model (spec `model:`, e.g. minilm or "
                              f"tiny-encoder), got {type(model).__name__}")
-        mechanism = laplace_or_noiseless(ctx, self.name, p.eta, p.clip_bound)
+        mechanism = dx_mechanism(ctx, self.name, p.eta, p.clip_bound)
         texts = {s: split_of(ctx.dataset, getattr(p, f"{s}_split"), getattr(p, f"{s}_examples"))
                  for s in ("train", "test")}
         space = model.as_space()

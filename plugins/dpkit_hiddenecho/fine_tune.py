@@ -8,10 +8,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from dpkit.ml.metrics import auc
-from dpkit.ml.loop import Validation, fit_epochs
-from dpkit.ml.training import TrainingCurve
-from dpkit.release.wire import DOWN, UP
+from dpkit import DOWN, TrainingCurve, UP, Validation, auc, fit_epochs
 from dpkit_hiddenecho.data import batches
 from dpkit_hiddenecho.params import SplitTrainingParams
 from dpkit_hiddenecho.protocol import SplitProtocol

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from dpkit.base.cache import content_key, process_cache
+from dpkit import content_key, process_cache
 
 MAX_STORED_BYTES = 4 * 2**30
 PRECISIONS = ("fp32", "bf16")

@@ -9,16 +9,16 @@ from pydantic import Field, model_validator
 import dpkit
 
 
-class SplitTrainingParams(dpkit.Params):
+class SplitTrainingParams(dpkit.TrainingParams.part(
+        epochs=2, max_epochs=100, epochs_help="training epochs (the most, with patience)",
+        patience_help="stop once the validation stop_on has not improved for this many epochs "
+        "and keep the best epoch's parameters (needs val_fraction > 0); None: train every "
+        "epoch")):
     """What every split-learning variant shares: dχ noise, LoRA fine-tuning, training, evaluation."""
 
     eta: float = Field(gt=0, description="dχ privacy parameter η of laplace_dx; .inf sends the "
                        "embeddings without noise (the non-private ceiling: ε = ∞ on the ledger)")
     clip_bound: float | None = Field(None, gt=0, description="clip noisy embeddings (laplace_dx)")
-    epochs: int = Field(2, ge=1, le=100, description="training epochs (the most, with patience)")
-    patience: int | None = Field(None, ge=1, description="stop once the validation stop_on has "
-                                 "not improved for this many epochs and keep the best epoch's "
-                                 "parameters (needs val_fraction > 0); None: train every epoch")
     stop_on: Literal["loss", "auc"] = Field("loss", description="what patience watches on the "
                                             "validation examples: cross-entropy (lower is "
                                             "better) or AUC (higher is better)")

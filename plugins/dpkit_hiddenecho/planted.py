@@ -1,13 +1,11 @@
-"""HiddenEcho's planted-bug battery: the dχ-sampler bugs of its client, caught by its canary audit
-(``dpkit.testing.battery``)."""
+"""HiddenEcho's planted-bug battery: the dχ-sampler bugs of its client (the registered
+``laplace_dx``, found through the registry), caught by its canary audit (``dpkit.testing``)."""
 
 from __future__ import annotations
 
-from dpkit_snd.planted import sampler_bugs
+from dpkit.testing import Check, defense_audit, dx_sampler_bugs
 
-from dpkit.testing.battery import Check, defense_audit
-
-PLANTED_BUGS = sampler_bugs("hiddenecho")
+PLANTED_BUGS = dx_sampler_bugs("hiddenecho", "laplace_dx")
 
 
 def battery_checks(canaries: int = 1000, seed: int = 0) -> dict[str, list[Check]]:

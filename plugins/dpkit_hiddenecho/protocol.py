@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dpkit.release.wire import Wire
+from dpkit import Wire
 from dpkit_hiddenecho.denoiser import Downsampler, GatedResidualDenoiser, TaskHead
 from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache
 from dpkit_hiddenecho.mine import MineEstimator, sample_tokens, token_rows

@@ -7,7 +7,7 @@ import copy
 import torch
 from torch import nn
 
-from dpkit.models import with_lora
+from dpkit import with_lora
 
 
 def transformer_blocks(model: nn.Module, num_layers: int) -> nn.ModuleList:

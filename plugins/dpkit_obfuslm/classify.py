@@ -13,9 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dpkit.models import mean_pool
-from dpkit.ml.loop import Validation, fit_epochs
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve, Validation, fit_epochs, mean_pool
 
 
 @dataclass

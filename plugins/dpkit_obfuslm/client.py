@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from dpkit.models import SplitModel
+from dpkit import SplitModel
 from dpkit_obfuslm.classify import Encoded
 from dpkit_obfuslm.obfuscate import VocabKey
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Literal
 
 import torch
-from pydantic import Field
 
 import dpkit
-from dpkit import Release
-from dpkit.accounting import NoGuarantee
+from dpkit import NoGuarantee, Release
 from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
 from dpkit_obfuslm.obfuscate import ObfuscatedTables, install_tables, obfuscate_tables
+from dpkit_obfuslm.params import ObfuscationParams
 
 PLAINTEXT_REASON = ("plaintext baseline: the server receives the real token ids and the original "
                     "embedding table, so nothing is hidden")
@@ -26,22 +24,6 @@ HIDDEN_REASON = ("ObfusLM+ sends the whole model transformed over its hidden dim
                  "the dimension mixing does not hold for the model as sent; the client's tokens "
                  "stay covered by the tables' entry, as these layers are computed from the "
                  "obfuscated table, public weights and fresh noise only")
-
-
-class ObfuscationParams(dpkit.Params):
-    """EmbedCluster / WeightSynth parameters and the ObfusLM+ variant."""
-
-    k: int = Field(10, ge=1, le=1024, description="requested cluster size (anonymity set)")
-    beta: float = Field(0.99, ge=0.0, lt=1.0, description="similarity quantile threshold ratio")
-    epsilon: float = Field(1.0, gt=0.0, le=100.0, description="WeightSynth privacy parameter")
-    calibration: Literal["exact", "faithful"] = Field(
-        "exact", description="exact: one Laplace scale per cluster from the true L1 sensitivity "
-        "(ε holds); faithful: the paper's per-row scale (ledger ε = ∞)")
-    mix: bool = Field(True, description="False: permutation only, no WeightSynth (the noiseless "
-                      "ceiling: rows stay the original embeddings; ledger ε = ∞)")
-    plus: bool = Field(False, description="ObfusLM+: also obfuscate the hidden dimension (Eq. 2)")
-    k_star: int = Field(10, ge=1, le=1024, description="ObfusLM+ cluster size over hidden dims")
-    epsilon_star: float = Field(3.0, gt=0.0, le=100.0, description="ObfusLM+ WeightSynth ε*")
 
 
 def obfuscation_knowledge(p: ObfuscationParams) -> dict:

@@ -6,14 +6,12 @@ import copy
 import math
 import time
 from types import SimpleNamespace
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import torch
-from pydantic import Field
 
 import dpkit
-from dpkit.contract.releases import declare_releases
-from dpkit.ml.training import attach_curves
+from dpkit import attach_curves, declare_releases
 from dpkit_obfuslm.classify import EncoderClassifier, fine_tune, predict
 from dpkit_obfuslm.client import ObfusClient
 from dpkit_obfuslm.common import (
@@ -26,52 +24,7 @@ from dpkit_obfuslm.common import (
     send_model,
 )
 from dpkit_obfuslm.obfuscate import VocabKey
-
-
-class TrainParams(dpkit.Params):
-    """Fine-tuning, data and attack-view options shared by ObfusLM and its plaintext baseline."""
-
-    epochs: int = Field(2, ge=1, le=50, description="fine-tuning epochs (the most, with patience)")
-    patience: int | None = Field(None, ge=1, description="stop fine-tuning once the validation "
-                                 "stop_on has not improved for this many epochs and keep the best "
-                                 "epoch's parameters; None: train every epoch")
-    stop_on: Literal["loss", "accuracy"] = Field("loss", description="what patience watches on "
-                                                 "the validation texts: cross-entropy or "
-                                                 "accuracy")
-    precision: Literal["fp32", "bf16"] = Field(
-        "fp32", description="bf16: the encoder runs under bfloat16 autocast (mixed precision: "
-        "fp32 weights and optimizer, bf16 matrix products), about 2x faster on CPUs with bf16 "
-        "instructions")
-    lr: float = Field(5e-5, gt=0, le=1, description="learning rate of the encoder body")
-    head_lr: float = Field(1e-3, gt=0, le=1, description="learning rate of the linear head")
-    batch_size: int = Field(32, ge=1, le=4096)
-    max_length: int = Field(64, ge=4, le=512, description="tokens per text (truncated)")
-    max_train: int | None = Field(None, ge=2, description="cap on fine-tuning texts")
-    validation_share: float = Field(0.1, gt=0.0, lt=0.5, description="validation texts for the "
-                                    "fine-tuning curve, as a share of max_train (the train "
-                                    "split's next texts; taken off the fine-tuning texts where "
-                                    "the split has too few)")
-    validation_size: int | None = Field(None, ge=1, description="validation texts (overrides "
-                                        "validation_share; taken the same way)")
-    validate_every: int | None = Field(None, ge=1, description="validate (and count patience) "
-                                       "after every this many training texts, across epochs, "
-                                       "instead of once an epoch: the same stopping rule at "
-                                       "every training budget")
-    group_by_length: bool = Field(False, description="batch texts of similar length together "
-                                  "(random windows of 8 batches sorted by length, batches "
-                                  "shuffled): less padding, same kind of random batches")
-    max_test: int | None = Field(None, ge=1, description="cap on inference texts")
-    public_dataset: str | None = Field(None, description="attacker's public corpus (registered "
-                                       "dataset); default: held-out part of the train split")
-    public_params: dict = Field(default_factory=dict)
-    public_max: int = Field(2000, ge=1, description="public texts the attacker tokenizes")
-    public_share: float = Field(0.2, ge=0.0, lt=1.0, description="share of the train split held "
-                                "out as the attacker's public corpus when public_dataset is unset")
-    attack_docs: int = Field(400, ge=1, description="client documents placed in the server view")
-
-
-class ObfusLMParams(ObfuscationParams, TrainParams):
-    """ObfusLM classification: obfuscation parameters plus fine-tuning options."""
+from dpkit_obfuslm.params import ObfusLMParams, TrainParams
 
 
 def _split(ctx, p: TrainParams):

@@ -10,15 +10,12 @@ from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
-from pydantic import Field
 
 import dpkit
-from dpkit.contract.releases import declare_releases
-from dpkit.ml.training import TrainingCurve, attach_curves
+from dpkit import TrainingCurve, attach_curves, declare_releases, with_lora
 from dpkit_obfuslm.classify import Encoded
 from dpkit_obfuslm.client import ObfusClient
 from dpkit_obfuslm.common import (
-    ObfuscationParams,
     build_view,
     obfuscate_model,
     obfuscation_knowledge,
@@ -27,27 +24,9 @@ from dpkit_obfuslm.common import (
 )
 from dpkit_obfuslm.obfuscate import VocabKey
 from dpkit_obfuslm.scoring import rouge_l
+from dpkit_obfuslm.params import GenerateParams
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-class GenerateParams(ObfuscationParams):
-    """ObfusLM generation: obfuscation, LoRA fine-tuning and decoding options."""
-
-    steps: int = Field(20, ge=0, le=100_000, description="LoRA optimisation steps")
-    batch_size: int = Field(4, ge=1, le=512)
-    lr: float = Field(1e-4, gt=0, le=1)
-    lora_r: int = Field(8, ge=1, le=512)
-    lora_alpha: int = Field(16, ge=1)
-    max_length: int = Field(48, ge=8, le=1024, description="tokens per fine-tuning text")
-    max_train: int = Field(64, ge=1, description="fine-tuning texts")
-    validation_share: float = Field(0.1, gt=0.0, lt=0.5, description="validation texts for the "
-                                    "LoRA curve, as a share of max_train (the train split's next "
-                                    "texts; taken off the fine-tuning texts where it has too few)")
-    prompt_tokens: int = Field(12, ge=1, le=512)
-    new_tokens: int = Field(12, ge=1, le=512)
-    n_eval: int = Field(8, ge=1, le=10_000, description="prompts completed at inference")
-    obfuscate: bool = Field(True, description="false: the plaintext reference run")
 
 
 CURVE_POINTS = 20
@@ -75,8 +54,6 @@ def lora_fine_tune(model, data_ids: torch.Tensor, mask: torch.Tensor, p: Generat
     returns the model and its curve (mean training loss since the last point, loss on the
     ``validation`` texts), recorded CURVE_POINTS times over the run."""
     from peft import LoraConfig
-
-    from dpkit.models import with_lora
 
     present = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
     config = LoraConfig(r=p.lora_r, lora_alpha=p.lora_alpha, lora_dropout=0.0,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve
 from dpkit_obfuslm.cluster import Clusters
 from dpkit_obfuslm.hidden import hidden_key
 from dpkit_obfuslm.obfuscate import VocabKey, cached_clusters

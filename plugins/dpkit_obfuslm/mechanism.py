@@ -12,16 +12,11 @@ from typing import ClassVar
 import torch
 
 import dpkit
-from dpkit.accounting import KAnonymityGuarantee, NoGuarantee
-from dpkit.base.cache import cached
+from dpkit import KAnonymityGuarantee, NoGuarantee, cached
 from dpkit_obfuslm.cluster import Clusters, embed_cluster
-from dpkit_obfuslm.common import ObfuscationParams
 from dpkit_obfuslm.obfuscate import FAITHFUL_REASON, UNMIXED_REASON
 from dpkit_obfuslm.synth import weight_synth
-
-
-class TableParams(ObfuscationParams):
-    """EmbedCluster / WeightSynth parameters (``plus`` is not used by the table mechanism)."""
+from dpkit_obfuslm.params import TableParams
 
 
 class ObfusTable(dpkit.Component):

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dpkit.accounting import KAnonymityGuarantee, NoGuarantee
-from dpkit.base.cache import cached
+from dpkit import KAnonymityGuarantee, NoGuarantee, cached
 from dpkit_obfuslm.cluster import Clusters, embed_cluster, members_from_labels
 from dpkit_obfuslm.synth import SynthWeights, weight_synth
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from dpkit.audit.canary_split import SplitCanaryAudit
-from dpkit.release.wire import Release
+from dpkit import Release, SplitCanaryAudit
 from dpkit_snd.client import SplitClient
 from dpkit_snd.defenses import UPLOAD_NOISE
 from dpkit_snd.privatize import privatize_tokens
@@ -48,6 +47,3 @@ class SndCanaryAudit(SplitCanaryAudit):
             ctx.wire.send(d.upload, private.x_priv)  # the server embeds and pools
         return float(d.params.eta)
 
-
-AUDITS = {name: SndCanaryAudit for name in ("snd", "tokembpriv", "snd_server_denoise")}
-"""Canary-audit adapter per defense name (registered by the plug-in's hook)."""

@@ -6,8 +6,7 @@ from functools import cached_property
 
 import torch
 
-from dpkit import EmbeddingSpace
-from dpkit.base.cache import content_key, process_cache
+from dpkit import EmbeddingSpace, content_key, process_cache
 from dpkit_snd.privatize import measured_clip_bound
 
 SERVED_BATCHES = 2048

@@ -6,13 +6,9 @@ import math
 from typing import ClassVar
 
 import torch
-from dpkit_baselines.laplace import NoNoise
 
 import dpkit
-from dpkit.ml.training import TrainingCurve
-from dpkit import DefenseResult, Release
-from dpkit.accounting import NoGuarantee
-from dpkit.contract.releases import declare_releases
+from dpkit import DefenseResult, NoGuarantee, Release, TrainingCurve, declare_releases
 from dpkit_snd import denoising
 from dpkit_snd.client import SplitClient
 from dpkit_snd.params import (
@@ -35,12 +31,13 @@ two noise draws."""
 
 def noisy_mechanism(ctx, client: SplitClient, params, who: str, eta: float):
     """The dχ mechanism of a noisy SnD-family defense at ``eta`` (clipped with ``params.clip``),
-    or the noiseless :class:`NoNoise` at η = ∞; ``ctx`` is a run context or the server's inputs."""
+    or the noiseless :class:`dpkit.Noiseless` at η = ∞; ``ctx`` is a run context or the server's inputs."""
     raw = {"eta": eta}
     if params.clip:
         raw["clip_bound"] = client.clip_bound
     if math.isinf(eta):  # the noiseless ceiling: nothing drawn, no guarantee
-        return NoNoise(who, raw.get("clip_bound"))
+        return dpkit.Noiseless(f"{who} at η = ∞ sends the token embeddings without noise",
+                               raw.get("clip_bound"))
     return ctx.build("mechanism", params.mechanism, raw)
 
 
@@ -206,5 +203,3 @@ class SnDClean(_SplitDefense):
         metrics.update(self._document_metrics(client, train, test))
         return result(metrics, truth, ctx.wire.summary(), [classifier])
 
-
-DEFENSES: tuple[type, ...] = (SnD, TokEmbPriv, SnDText2Text, ServerDenoise, SnDClean)

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import choose_group

@@ -6,8 +6,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from dpkit.ml.loop import Validation, fit_epochs
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve, Validation, fit_epochs
 
 
 def similarity(e: torch.Tensor, e_clean: torch.Tensor) -> dict[str, float]:

@@ -16,7 +16,11 @@ class DataRef(dpkit.Params):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class DenoiserParams(dpkit.Params):
+class DenoiserParams(dpkit.TrainingParams.part(
+        epochs=2, max_epochs=100, epochs_help="passes over the public texts (the most, with "
+        "patience)", patience_help="stop once the loss on the held-out public texts has not "
+        "improved for this many epochs, keeping the best epoch's parameters; None: train every "
+        "epoch")):
     """Denoiser sizes (None = scaled to the encoder: d_model = its width, d_ff = d_model, 64-d
     heads) and its training on public data with synthetic noise (App. A.5.2–A.5.3)."""
 
@@ -31,16 +35,15 @@ class DenoiserParams(dpkit.Params):
     validation_examples: int = Field(200, ge=1, description="public texts held out (the split's "
                                      "last ones, at most a fifth of it) for the validation curve "
                                      "and, with patience, for stopping")
-    epochs: int = Field(2, ge=1, le=100, description="passes over the public texts (the most, "
-                        "with patience)")
-    patience: int | None = Field(None, ge=1, description="stop once the loss on the held-out "
-                                 "public texts has not improved for this many epochs, keeping the "
-                                 "best epoch's parameters; None: train every epoch")
     batch_size: int = Field(32, ge=2, le=4096)
     lr: float = Field(3e-4, gt=0, le=1.0)
 
 
-class CommonParams(dpkit.Params):
+class CommonParams(dpkit.TrainingParams.part(
+        "classifier", epochs=30, max_epochs=1000, epochs_help="downstream classifier epochs (the "
+        "most, with classifier_patience)", patience_help="stop the downstream classifier once "
+        "its validation loss has not improved for this many epochs, keeping the best epoch; "
+        "None: train every epoch")):
     """What every SnD-family defense shares: evaluation data sizes and downstream classifier."""
 
     max_tokens: int = Field(32, ge=4, le=512, description="tokens per text (truncation)")
@@ -50,12 +53,6 @@ class CommonParams(dpkit.Params):
     train_split: str = "train"
     test_split: str = "test"
     batch_size: int = Field(64, ge=1, le=4096)
-    classifier_epochs: int = Field(30, ge=1, le=1000, description="downstream classifier "
-                                   "epochs (the most, with classifier_patience)")
-    classifier_patience: int | None = Field(None, ge=1, description="stop the downstream "
-                                            "classifier once its validation loss has not improved "
-                                            "for this many epochs, keeping the best epoch; None: "
-                                            "train every epoch")
     classifier_validation: float = Field(
         0.1, gt=0, lt=0.5, description="share of the downstream training texts held out for the "
         "classifier's validation curve (the classifier trains on the rest; never test data)")

@@ -8,12 +8,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpkit import DefenseResult
-from dpkit.base.cache import content_key, process_cache
-from dpkit.ml.training import TrainingCurve, attach_curves
-from dpkit.release.wire import Wire
-from dpkit.text.entropy import kl_mutual_information
-from dpkit.text.recovery import knn_recovery
+from dpkit import (
+    DefenseResult,
+    TrainingCurve,
+    Wire,
+    attach_curves,
+    content_key,
+    kl_mutual_information,
+    knn_recovery,
+    process_cache,
+)
 from dpkit_snd.client import SplitClient
 from dpkit_snd.evaluate import downstream, similarity
 from dpkit_snd.privatize import token_correlation

@@ -1,40 +1,11 @@
-"""SnD's planted-bug battery: bugs in the dχ sampler its client runs, caught by its canary audit
-(``dpkit.testing.battery``). Shared by every defense that perturbs tokens with ``laplace_dx``."""
+"""SnD's planted-bug battery: bugs in the dχ sampler its client runs (the registered ``laplace_dx``,
+found through the registry), caught by its canary audit (``dpkit.testing``)."""
 
 from __future__ import annotations
 
-import copy
+from dpkit.testing import Check, defense_audit, dx_sampler_bugs
 
-from dpkit.testing.battery import Check, defense_audit
-from dpkit.testing.planted import PlantedBug, replace, scale_result
-
-SAMPLER = "dpkit_baselines.laplace"
-
-
-def eta_times(factor: float):
-    """Patch maker: LaplaceDx.privatize draws at factor·η while its guarantee still declares η."""
-    def make(original):
-        def privatize(self, x, **kwargs):
-            twin = copy.copy(self)
-            twin.params = self.params.model_copy(update={"eta": self.params.eta * factor})
-            return original(twin, x, **kwargs)
-        return privatize
-    return make
-
-
-def sampler_bugs(target: str) -> list[PlantedBug]:
-    """The dχ-sampler bugs, planted for ``target``."""
-    return [
-        PlantedBug("token noise ×¼", "noise scaled", target,
-                   (scale_result(SAMPLER, "sample_laplace_noise", 0.25),)),
-        PlantedBug("upload sent before its noise (noise ×0)", "threshold before noise", target,
-                   (scale_result(SAMPLER, "sample_laplace_noise", 0.0),)),
-        PlantedBug("sampler draws at 4η, declares η", "sampler scale", target,
-                   (replace(f"{SAMPLER}:LaplaceDx", "privatize", eta_times(4.0)),)),
-    ]
-
-
-PLANTED_BUGS = sampler_bugs("snd")
+PLANTED_BUGS = dx_sampler_bugs("snd", "laplace_dx")
 
 
 def battery_checks(canaries: int = 1000, seed: int = 0) -> dict[str, list[Check]]:

@@ -13,8 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from dpkit.ml.loop import Validation, fit_epochs
-from dpkit.ml.training import TrainingCurve
+from dpkit import TrainingCurve, Validation, fit_epochs
 from dpkit_snd.client import SplitClient
 from dpkit_snd.denoiser import DenoiserConfig, ServerTokenDenoiser, SnDDenoiser
 from dpkit_snd.privatize import privatize_tokens

@@ -1,15 +1,15 @@
-"""dχ-STENCIL and STENCIL: contextual token substitution (Gaussian windows over embeddings)."""
+"""dχ-STENCIL and STENCIL: contextual token substitution (Gaussian windows over embeddings).
+
+Registered by reference: building the registry imports only :mod:`dpkit_stencil.params`.
+"""
 
 import dpkit
-from dpkit_stencil.mechanisms import DxStencil, Stencil
-from dpkit_stencil.window import max_contribution, window_matrix, window_mix, window_offsets
-
-__all__ = ["DxStencil", "Stencil", "max_contribution", "window_matrix", "window_mix",
-           "window_offsets"]
 
 
 @dpkit.hookimpl
 def dpkit_register_mechanisms(register):
     """Register STENCIL and dχ-STENCIL."""
-    register(Stencil)
-    register(DxStencil)
+    register(f"{__name__}.mechanisms:Stencil", name="stencil",
+             params=f"{__name__}.params:StencilParams")
+    register(f"{__name__}.mechanisms:DxStencil", name="dx_stencil",
+             params=f"{__name__}.params:DxStencilParams")

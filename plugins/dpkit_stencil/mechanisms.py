@@ -2,35 +2,30 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import torch
-from pydantic import Field, model_validator
+from typing import TYPE_CHECKING, ClassVar
 
 import dpkit
-from dpkit.base.cache import process_cache
-from dpkit.accounting import Guarantee, MetricDpGuarantee, NoGuarantee
-from dpkit.text.noise import sample_laplace_noise
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import stop_word_mask
-
-from dpkit_baselines.laplace import NOISE_STREAM
+from dpkit import (
+    Guarantee,
+    MetricDpGuarantee,
+    NoGuarantee,
+    VocabIndex,
+    process_cache,
+    sample_laplace_noise,
+    stop_word_mask,
+)
+from dpkit_stencil.params import DxStencilParams, StencilParams
 from dpkit_stencil.window import max_contribution, window_mix
 
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = dpkit.lazy_import("torch")  # imported on first use: dpkit validate needs guarantee() only
 
 
 _INDEXES = process_cache("stencil.indexes",
                          "nearest-neighbour index and stop-word mask by (space fingerprint, device, metric)",
                          max_entries=8)
-
-class StencilParams(dpkit.Params):
-    """Window size L, Gaussian σ, decoding metric and stop-word handling (§4 of the paper)."""
-
-    window: int = Field(default=5, ge=1, le=64, description="window size L (odd or even)")
-    sigma: float = Field(default=1.25, gt=0, allow_inf_nan=False, description="Gaussian σ")
-    metric: str = Field(default="cosine", pattern="^(l2|cosine)$",
-                        description="distance used to decode the mixed vector")
-    keep_stop_words: bool = Field(default=True, description="leave stop words unchanged (§4)")
 
 
 class Stencil(dpkit.Component):
@@ -93,17 +88,6 @@ class Stencil(dpkit.Component):
         return out
 
 
-class DxStencilParams(StencilParams):
-    """STENCIL's window parameters plus the Laplace dχ parameter η."""
-
-    eta: float = Field(gt=0, allow_inf_nan=False, description="dχ privacy parameter η")
-
-    @model_validator(mode="after")
-    def _window_fits(self) -> DxStencilParams:
-        max_contribution(self.window, self.sigma)
-        return self
-
-
 class DxStencil(Stencil):
     """dχ-STENCIL: window mix + multivariate Laplace(η) noise + nearest token (noisy vector only).
 
@@ -116,7 +100,10 @@ class DxStencil(Stencil):
     name: ClassVar[str] = "dx_stencil"
     label: ClassVar[str] = "dχ-STENCIL"
     noisy: ClassVar[bool] = True
-    noise_stream: ClassVar[str] = NOISE_STREAM  # the same draws as NOISE's (privatize_text)
+    noise_stream: ClassVar[str] = "laplace_dx"
+    """The generator stream of the registered laplace_dx (its ``noise_stream``): privatize_text
+    gives dχ-STENCIL the same standardized draws as NOISE at one seed (tested against the
+    registry in tests/plugins/stencil)."""
 
     Params = DxStencilParams
 

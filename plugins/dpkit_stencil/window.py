@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import torch
+import dpkit
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = dpkit.lazy_import("torch")  # max_contribution (params, guarantee) needs no torch
 
 
 def window_offsets(L: int, sigma: float) -> tuple[list[int], list[float]]:
@@ -51,6 +57,19 @@ def max_contribution(L: int, sigma: float) -> float:
     """maxⱼ Cⱼ = maxⱼ Σᵢ f_{i,j} over all sequence lengths (Lemma 1 proves ≤ 2).
 
     Columns farther than L from both ends sum to exactly 1, and for n ≥ 2L + 1 the two ends no
-    longer interact, so lengths up to 3L + 2 cover every case.
+    longer interact, so lengths up to 3L + 2 cover every case. Pure Python (the column sums of
+    :func:`window_matrix`, float64), so a spec's dχ-STENCIL guarantee is checked without torch.
     """
-    return max(float(window_matrix(n, L, sigma).sum(0).max()) for n in range(1, 3 * L + 3))
+    offsets, weights = window_offsets(L, sigma)
+    return max(max(column_sums(n, offsets, weights)) for n in range(1, 3 * L + 3))
+
+
+def column_sums(n: int, offsets: list[int], weights: list[float]) -> list[float]:
+    """Σᵢ f_{i,j} for each j of a sequence of n tokens (rows renormalised at the ends)."""
+    sums = [0.0] * n
+    for i in range(n):
+        window = [(i + o, w) for o, w in zip(offsets, weights) if 0 <= i + o < n]
+        total = math.fsum(w for _, w in window)
+        for j, w in window:
+            sums[j] += w / total
+    return sums

@@ -1,19 +1,15 @@
-"""Built-in generic tasks: ``privatize_text``, the defense a spec's ``mechanism:`` cell runs (any token
-mechanism on text, scored by a utility classifier)."""
+"""Built-in generic tasks: ``privatize_text``, the defense a spec's ``mechanism:`` cells run (any token
+mechanism on text, scored by a utility classifier).
 
-from dpkit.contract.hookspecs import hookimpl
-from dpkit_tasks.classifier import (
-    clear_classifiers,
-    doc_features,
-    train_text_classifier,
-)
-from dpkit_tasks.privatize import PrivatizeText, encode_docs, space_of
+Registered by reference with the capability ``runs_mechanisms`` (:class:`dpkit.RunsMechanisms`):
+building the registry imports only :mod:`dpkit_tasks.params`.
+"""
 
-__all__ = ["PrivatizeText", "clear_classifiers", "doc_features", "encode_docs", "space_of",
-           "train_text_classifier"]
+import dpkit
 
 
-@hookimpl
+@dpkit.hookimpl
 def dpkit_register_defenses(register):
     """Register the ``privatize_text`` defense."""
-    register(PrivatizeText)
+    register(f"{__name__}.privatize:PrivatizeText", name="privatize_text",
+             params=f"{__name__}.params:PrivatizeTextParams", capabilities=("runs_mechanisms",))

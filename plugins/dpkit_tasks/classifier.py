@@ -10,9 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
-from dpkit.base.cache import process_cache
-from dpkit.text.space import EmbeddingSpace
-from dpkit.ml.training import TrainingCurve
+from dpkit import EmbeddingSpace, TrainingCurve, process_cache
 
 MAX_ITER = 2000
 

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
-from pydantic import Field
 
-from dpkit.contract.component import Component
-from dpkit.contract.params import Params
-from dpkit.contract.protocols import DefenseResult, FitsCounts, is_sequence_level
-from dpkit.contract.releases import declare_releases
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import EmbeddingSpace
-from dpkit.release.tokens import token_releases
-from dpkit.ml.training import attach_curves
-from dpkit.release.wire import Release
+from dpkit import (
+    Component,
+    DefenseResult,
+    EmbeddingSpace,
+    FitsCounts,
+    Release,
+    VocabIndex,
+    attach_curves,
+    declare_releases,
+    is_sequence_level,
+    token_releases,
+)
 from dpkit_tasks.classifier import doc_features, train_text_classifier
+from dpkit_tasks.params import PrivatizeTextParams
 from dpkit_tasks.server import TextServer
 
 
@@ -32,22 +35,6 @@ class _Prepared:
     texts: list[str]
     docs: list[torch.Tensor]
     train: tuple[list[torch.Tensor], list[int] | None] | None
-
-
-class PrivatizeTextParams(Params):
-    """Which mechanism, on which split, with which OOV policy, and how utility is measured."""
-
-    mechanism: str = Field(description="registered mechanism name (domain 'embedding' or 'token')")
-    mechanism_params: dict[str, Any] = Field(default_factory=dict)
-    split: str = "test"
-    oov: Literal["drop", "keep"] = Field(default="drop", description="unknown words: drop, or keep "
-                                         "verbatim (released without protection)")
-    max_tokens_per_doc: int | None = Field(default=128, ge=1)
-    max_docs: int | None = Field(default=None, ge=1)
-    decode_metric: Literal["l2", "cosine"] = "l2"
-    utility: Literal["none", "classifier"] = "none"
-    classifier_features: Literal["mean_vectors", "bow"] = "mean_vectors"
-    classifier_train_docs: int = Field(default=5000, ge=2)
 
 
 def padded(rows: torch.Tensor, lengths: list[int], value: float) -> torch.Tensor:
@@ -82,6 +69,7 @@ class PrivatizeText(Component):
     """Privatize a dataset split token by token with a registered mechanism; report what leaks."""
 
     name: ClassVar[str] = "privatize_text"
+    runs_mechanisms: ClassVar[bool] = True  # what a spec's mechanism: cells run (dpkit.RunsMechanisms)
     Params = PrivatizeTextParams
     params: PrivatizeTextParams
     server = TextServer

@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 import dpkit
-from dpkit.text.search import VocabIndex
-from dpkit.text.space import EmbeddingSpace
+from dpkit import EmbeddingSpace, VocabIndex
 from dpkit_tasks.classifier import doc_features
+from dpkit_tasks.params import PrivatizeTextParams
 
 
 def mean_rows(rows: torch.Tensor, lengths: list[int]) -> torch.Tensor:
@@ -24,6 +24,8 @@ def mean_rows(rows: torch.Tensor, lengths: list[int]) -> torch.Tensor:
 
 class TextServer(dpkit.Server):
     """Keeps the privatized tokens and derives from them only what the public space allows."""
+
+    params: PrivatizeTextParams
 
     def _space(self) -> EmbeddingSpace:
         space = self.knowledge().get("space")

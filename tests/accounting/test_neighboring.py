@@ -56,12 +56,12 @@ def test_spec_privacy_block_reaches_the_run_ledger(toy_spec_text, toy_plugins):
 
     path, out = toy_spec_text
     registry = get_registry()
-    default_keys = [c.key for c in expand(load_spec(path), registry)]
+    default_keys = [c.key for c in expand(load_spec(path, registry=get_registry()), registry)]
     text = path.read_text().replace("device: cpu", "device: cpu\nprivacy: {neighboring: replace_one}")
     path.write_text(text)
-    spec = load_spec(path)
+    spec = load_spec(path, registry=get_registry())
     assert spec.privacy.neighboring == "replace_one"
     assert [c.key for c in expand(spec, registry)] != default_keys  # a different relation is another cell
-    run_spec(spec, show_progress=False)
+    run_spec(spec, show_progress=False, registry=get_registry())
     ledgers = json.loads((out / "ledger.json").read_text())["cells"]
     assert {entry["ledger"]["neighboring"] for entry in ledgers.values()} == {"replace_one"}

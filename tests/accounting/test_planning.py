@@ -10,6 +10,7 @@ import dp_accounting
 from dpkit.accounting import DpGuarantee, NoGuarantee, calibrate_gaussian
 from dpkit.runner.plan import plan_cell, plan_spec, plan_table
 from dpkit.spec import read_yaml
+from dpkit.contract.plugins import get_registry
 
 PRIVACY = SimpleNamespace(delta=1e-5, accountant="rdp", ceiling=None)
 
@@ -47,7 +48,7 @@ def test_undeclared_component_says_so():
 
 def test_quick_spec_with_real_plugins():
     spec = Path(__file__).resolve().parents[2] / "specs" / "quick.yaml"
-    plans = plan_spec(str(spec))
+    plans = plan_spec(str(spec), get_registry())
     swept = [float(e) for e in read_yaml(spec)["mechanism"]["sweep"]["eta"]]  # two methods
     assert len(plans) == 2 * len(swept) and all(p["kind"] == "mechanism" for p in plans)
     etas = sorted(p["summary"]["eta_per_token"] for p in plans if p["component"] == "laplace_dx")

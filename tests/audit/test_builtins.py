@@ -26,14 +26,14 @@ def _require(name):
 def test_built_in_mechanism_does_not_fail(name):
     _require(name)
     params, samples = BUILT_INS[name]
-    report = audit(name, params, samples=samples, seed=0)
+    report = audit(name, params, samples=samples, seed=0, registry=get_registry())
     assert report.verdict is not Verdict.FAIL, report.one_line()
 
 
 @pytest.mark.parametrize("name", ["santext", "custext"])
 def test_exact_strategy_is_used_and_trusted(name):
     _require(name)
-    report = audit(name, BUILT_INS[name][0], samples=1000, seed=1)
+    report = audit(name, BUILT_INS[name][0], samples=1000, seed=1, registry=get_registry())
     assert report.verdict is Verdict.PASS, report.one_line()
     assert report.checks["sampler_matches_declared_law"] is True
     assert any(f.strategy == "exact output probabilities" for f in report.findings)
@@ -41,12 +41,12 @@ def test_exact_strategy_is_used_and_trusted(name):
 
 def test_no_guarantee_is_reported_as_infinite_epsilon():
     _require("stencil")
-    report = audit("stencil", {}, samples=200)
+    report = audit("stencil", {}, samples=200, registry=get_registry())
     assert report.verdict is Verdict.PASS and "ε = ∞" in report.guarantee
     assert report.samples_drawn == 0
 
 
 def test_santext_plus_with_keep_probability_declares_nothing_to_refute():
     _require("santext_plus")
-    report = audit("santext_plus", {"epsilon": 2.0, "p": 0.3}, samples=200)
+    report = audit("santext_plus", {"epsilon": 2.0, "p": 0.3}, samples=200, registry=get_registry())
     assert "ε = ∞" in report.guarantee

@@ -6,6 +6,7 @@ from dpkit_dped.planted import DPSGD, SOFT
 from dpkit.audit import Verdict, audit_defense
 from dpkit.audit.channels import gaussian_llr_p_value
 from dpkit.testing.planted import PlantedBug, scale_draws
+from dpkit.contract.plugins import get_registry
 
 AGG = "dpkit_dped.aggregation"
 
@@ -13,7 +14,7 @@ AGG = "dpkit_dped.aggregation"
 @pytest.mark.parametrize("defense,channels", [("dped", ["threshold", "outputs", "hidden"]),
                                               ("dped_pate", ["threshold", "outputs"])])
 def test_each_channel_reports_bound_claim_reach_and_law(defense, channels):
-    report = audit_defense(defense, SOFT, canaries=400, seed=3)
+    report = audit_defense(defense, SOFT, canaries=400, seed=3, registry=get_registry())
     rows = report.checks["channels"]
     assert [r["name"] for r in rows] == channels
     whole = report.findings[len(rows)].claimed
@@ -24,8 +25,8 @@ def test_each_channel_reports_bound_claim_reach_and_law(defense, channels):
 
 
 def test_claim_is_fixed_by_the_plan_not_by_the_canary_count():
-    small = audit_defense("dped_pate", SOFT, canaries=100, seed=0).checks["channels"]
-    large = audit_defense("dped_pate", SOFT, canaries=2000, seed=0).checks["channels"]
+    small = audit_defense("dped_pate", SOFT, canaries=100, seed=0, registry=get_registry()).checks["channels"]
+    large = audit_defense("dped_pate", SOFT, canaries=2000, seed=0, registry=get_registry()).checks["channels"]
     assert [r["claimed"] for r in small] == pytest.approx([r["claimed"] for r in large])
     assert all(b["reach"] > a["reach"] for a, b in zip(small, large))
 
@@ -36,7 +37,7 @@ def test_issue_31_misses_are_caught(defense, site):
     """PATE vote noise ×0.1 and DPED hidden-mean noise ×0.1 PASSed the summed-score audit."""
     bug = PlantedBug("×0.1", "noise scaled", defense, (scale_draws(AGG, 0.1, site=site),))
     with bug.planted():
-        report = audit_defense(defense, {"target_epsilon": 150.0}, canaries=1000, seed=0)
+        report = audit_defense(defense, {"target_epsilon": 150.0}, canaries=1000, seed=0, registry=get_registry())
     assert report.verdict in (Verdict.FAIL, Verdict.LAW_MISMATCH), report.one_line()
     assert site.split("_")[1] in report.reason or report.verdict is Verdict.FAIL
 
@@ -56,6 +57,6 @@ def test_gaussian_law_test_has_power_and_size():
 
 def test_dpsgd_audit_charges_the_steps_it_trains():
     params = {**DPSGD, "steps": 50, "steps_by_epsilon": {2.0: 120}}
-    report = audit_defense("dped_dpsgd", params, canaries=100, seed=0)
+    report = audit_defense("dped_dpsgd", params, canaries=100, seed=0, registry=get_registry())
     run = report.checks["runs"][0]
     assert run["steps_trained"] == run["steps_charged"] == 120

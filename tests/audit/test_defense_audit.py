@@ -16,6 +16,7 @@ from .defense_broken import (
     NoiselessThresholdPate,
     UnclippedDpsgd,
 )
+from dpkit.contract.plugins import get_registry
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -39,7 +40,7 @@ BUILT_IN = [("dped_dpsgd", DPSGD), ("dped", AGGREGATION), ("dped_pate", AGGREGAT
                                             (CleanAlongsideSnD, SPLIT)],
                          ids=lambda v: getattr(v, "name", ""))
 def test_broken_defense_fails_with_witness(defense, params):
-    report = audit_defense(defense, params, canaries=500, seed=0)
+    report = audit_defense(defense, params, canaries=500, seed=0, registry=get_registry())
     assert report.verdict is Verdict.FAIL, describe(report)
     assert report.witness is not None and report.witness.measured > report.witness.claimed
     assert "witness:" in describe(report)
@@ -68,7 +69,8 @@ class TestHiddenEchoAudit(DefenseAuditContract):
 @pytest.mark.slow
 @pytest.mark.parametrize("defense,params", BUILT_IN, ids=[n for n, _ in BUILT_IN])
 def test_built_in_defense_never_fails_over_ten_seeds(defense, params):
-    verdicts = [audit_defense(defense, params, canaries=500, seed=s).verdict for s in range(10)]
+    verdicts = [audit_defense(defense, params, canaries=500, seed=s, registry=get_registry()).verdict
+                for s in range(10)]
     assert Verdict.FAIL not in verdicts and Verdict.LAW_MISMATCH not in verdicts, verdicts
 
 
@@ -88,6 +90,6 @@ def test_cli_exit_codes(capsys):
                          ids=["broken", "snd"])
 def test_repeated_runs_method(defense, verdicts):
     """One canary per run, Clopper–Pearson bound (Jagielski et al. 2020)."""
-    report = audit_defense(defense, {"eta": 3.0}, method="repeated", runs=100, seed=1)
+    report = audit_defense(defense, {"eta": 3.0}, method="repeated", runs=100, seed=1, registry=get_registry())
     assert report.verdict in verdicts, describe(report)
     assert report.strategies == ["repeated canaries"] and report.samples == 100

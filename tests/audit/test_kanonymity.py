@@ -8,6 +8,7 @@ from pydantic import Field
 import dpkit
 from dpkit.accounting import KAnonymityGuarantee
 from dpkit.audit import Verdict, audit
+from dpkit.contract.plugins import get_registry
 
 
 class PairedExponential:
@@ -46,14 +47,14 @@ class PairedExponential:
 
 
 def test_true_anonymity_sets_pass():
-    report = audit(PairedExponential, {"epsilon": 1.0}, samples=800, seed=0)
+    report = audit(PairedExponential, {"epsilon": 1.0}, samples=800, seed=0, registry=get_registry())
     assert report.verdict is Verdict.PASS, report.one_line()
     assert report.checks["anonymity_set_min"] == 2
     assert all("vs" in f.pair for f in report.findings)
 
 
 def test_overstated_k_fails():
-    report = audit(PairedExponential, {"epsilon": 1.0, "declared_k": 4}, samples=400, seed=0)
+    report = audit(PairedExponential, {"epsilon": 1.0, "declared_k": 4}, samples=400, seed=0, registry=get_registry())
     assert report.verdict is Verdict.FAIL
     assert "fewer than the declared achieved k=4" in report.reason
 
@@ -63,12 +64,12 @@ def test_overstated_epsilon_fails_within_a_set():
         def guarantee(self, space=None):
             return KAnonymityGuarantee(2, 2, 0.0, self.params.epsilon / 4)
 
-    report = audit(Loose, {"epsilon": 3.0}, samples=800, seed=0)
+    report = audit(Loose, {"epsilon": 3.0}, samples=800, seed=0, registry=get_registry())
     assert report.verdict is Verdict.FAIL and report.witness is not None
 
 
 def test_space_larger_than_the_exact_subset():
     """Pairs come from the examined subset when the vocabulary exceeds ``exact_tokens``."""
-    report = audit(PairedExponential, {"epsilon": 1.0}, samples=400, seed=0, exact_tokens=8)
+    report = audit(PairedExponential, {"epsilon": 1.0}, samples=400, seed=0, exact_tokens=8, registry=get_registry())
     assert report.verdict is Verdict.PASS, report.one_line()
     assert "anonymity_violation" not in report.checks

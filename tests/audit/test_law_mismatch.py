@@ -8,6 +8,7 @@ from scipy import stats
 
 from dpkit.audit import Verdict, audit
 from dpkit.audit.law import norm_cdf, radial_law_pvalues, radial_profile
+from dpkit.contract.plugins import get_registry
 from dpkit.testing import MechanismContract
 
 from reference import laplace_log_density, laplace_noise
@@ -18,7 +19,7 @@ BROKEN_SAMPLERS = ("broken_half_scale_laplace", "broken_per_coordinate_gamma")
 @pytest.mark.parametrize("name", BROKEN_SAMPLERS)
 def test_broken_samplers_are_a_law_mismatch_at_contract_size(name):
     report = audit(name, {"eta": 2.0}, samples=MechanismContract.audit_samples,
-                   confidence=MechanismContract.audit_confidence, seed=0)
+                   confidence=MechanismContract.audit_confidence, seed=0, registry=get_registry())
     assert report.verdict is Verdict.LAW_MISMATCH, report.one_line()
     assert report.verdict.exit_code == 4
     assert report.checks["law_tests"]["norm"] < 1e-12
@@ -60,9 +61,9 @@ def test_correct_draws_pass_and_a_non_radial_density_is_skipped():
 
 
 def test_dp_claims_do_not_show_a_distance():
-    report = audit("ref_gaussian", {"sigma": 2.0}, samples=400, seed=0)
+    report = audit("ref_gaussian", {"sigma": 2.0}, samples=400, seed=0, registry=get_registry())
     assert report.claim_kind == "dp" and " at d=" not in report.one_line()
-    metric = audit("ref_laplace", {"eta": 2.0}, samples=400, seed=0)
+    metric = audit("ref_laplace", {"eta": 2.0}, samples=400, seed=0, registry=get_registry())
     assert " at d=" in metric.one_line()
 
 
@@ -85,7 +86,8 @@ def test_broken_samplers_are_a_law_mismatch_on_glove_50d(name):
     with pytest.raises(AssertionError, match="LAW_MISMATCH"):
         OnGlove().test_audit_does_not_fail()
     correct = audit("ref_laplace", {"eta": 2.0}, samples=MechanismContract.audit_samples,
-                    confidence=MechanismContract.audit_confidence, seed=0, space=space)
+                    confidence=MechanismContract.audit_confidence, seed=0, space=space,
+                    registry=get_registry())
     assert correct.verdict is Verdict.PASS, correct.one_line()
     assert math.isfinite(correct.checks["sampler_matches_declared_law_p"])
 
@@ -105,7 +107,7 @@ def test_pure_guarantees_are_audited_at_their_declared_epsilon():
         def guarantee(self, space=None):
             return DpGuarantee.pure(self.params.epsilon)
 
-    assert audit(PureRR, {"epsilon": 2.0}, samples=4000, seed=0).verdict is Verdict.PASS
+    assert audit(PureRR, {"epsilon": 2.0}, samples=4000, seed=0, registry=get_registry()).verdict is Verdict.PASS
 
     class Understated(PureRR):
         name = "understated_rr"
@@ -113,7 +115,7 @@ def test_pure_guarantees_are_audited_at_their_declared_epsilon():
         def guarantee(self, space=None):
             return DpGuarantee.pure(self.params.epsilon / 4)
 
-    report = audit(Understated, {"epsilon": 4.0}, samples=4000, seed=0)
+    report = audit(Understated, {"epsilon": 4.0}, samples=4000, seed=0, registry=get_registry())
     assert report.verdict is Verdict.FAIL, report.one_line()
 
 

@@ -16,6 +16,7 @@ import math
 
 import pytest
 
+from dpkit.contract.plugins import get_registry
 import dpkit.contract.plugins
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
@@ -57,8 +58,9 @@ seeds: [0]
 device: cpu
 output: {tmp_path / name}
 """)
-    outcome = run_spec(load_spec(path), show_progress=False)
-    out = {row["method"]: row for row in outcome.rows}
+    registry = get_registry()
+    outcome = run_spec(load_spec(path, registry=registry), show_progress=False, registry=registry)
+    out = {row.method: row.to_dict() for row in outcome.rows}
     for cell, error in outcome.failures:
         out[cell.method] = {"error": error}
     return out

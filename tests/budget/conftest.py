@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import glob
 import os
-import sys
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path

@@ -31,10 +31,11 @@ output: {folder / f"out-{name}"}
 def plan_pairs(path: Path) -> list:
     """(guarantee, count) of every planned spend of one run of the spec at ``path``."""
     from dpkit.accounting import guarantee_from_dict
+    from dpkit.contract.plugins import get_registry
     from dpkit.runner.plan import plan_spec
 
     return [(guarantee_from_dict(s["guarantee"]), int(s["count"]))
-            for p in plan_spec(str(path)) for _ in p["seeds"] for s in p["spends"]]
+            for p in plan_spec(str(path), get_registry()) for _ in p["seeds"] for s in p["spends"]]
 
 
 def planned(path: Path) -> float:
@@ -49,3 +50,13 @@ def spent(store: BudgetStore, name: str = "toy_text") -> dict:
     state = store.state()
     (row,) = find_datasets(state, name)
     return dataset_status(state, row)
+
+
+def run_path(path, out=None, **kwargs):
+    """Load and run the spec file at ``path`` with the built-in registry, progress off."""
+    from dpkit.contract.plugins import get_registry
+    from dpkit.runner import run_spec
+    from dpkit.spec import load_spec
+
+    registry = get_registry()
+    return run_spec(load_spec(path, registry=registry), out, show_progress=False, registry=registry, **kwargs)

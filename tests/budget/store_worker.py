@@ -20,6 +20,7 @@ from dpkit.accounting import DpGuarantee, guarantee_to_dict
 from dpkit.base.errors import BudgetExceededError
 from dpkit.budget.fingerprint import dataset_id
 from dpkit.budget.store import BudgetStore, CellPlan
+from dpkit.contract.plugins import get_registry
 from dpkit.data.records import record_hashes
 
 DATASET = dataset_id("corpus", record_hashes(f"a test document number {i}" for i in range(50)))
@@ -72,7 +73,7 @@ def _steps(spec: str, out: str, kill_at: int, mark: str) -> None:
 
     chain.append, store._Writing.__exit__, wire.Wire.send = appending, leaving, sending
     try:
-        run_spec(load_spec(spec), out, show_progress=False)
+        run_spec(load_spec(spec, registry=get_registry()), out, show_progress=False, registry=get_registry())
     except BudgetExceededError:
         print("refused", flush=True)
         return

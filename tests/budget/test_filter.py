@@ -9,8 +9,8 @@ import pytest
 from dp_accounting.rdp import RdpAccountant
 
 from dpkit.accounting import DpGuarantee, KAnonymityGuarantee, MetricDpGuarantee, dpsgd_event
-from dpkit.budget.filter import FILTER_ORDERS, filter_epsilon
 from dpkit.base.errors import AccountingError
+from dpkit.budget.filter import FILTER_ORDERS, filter_epsilon
 
 
 def test_the_orders_are_fixed_and_match_dp_accountings_default():

@@ -12,11 +12,9 @@ from dpkit.budget.fingerprint import DatasetIds
 from dpkit.budget.store import BudgetStore
 from dpkit.contract.context import clear_loaded
 from dpkit.contract.plugins import get_registry
-from dpkit.runner import run_spec
-from dpkit.spec import load_spec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from helpers import planned, spent, write_spec  # noqa: E402
+from helpers import planned, run_path, spent, write_spec  # noqa: E402
 
 ROWS = [(f"w{i} w{(i * 7) % 40} w{(i * 3) % 40} w{i % 5}", "ab"[i % 2]) for i in range(30)]
 
@@ -70,15 +68,15 @@ def test_way_4_a_copy_in_another_form_is_charged_to_the_cap(tmp_path, budget_plu
     store = BudgetStore(private_budget_store)
     store.set_cap(DatasetIds(budget_plugins)(local(forms["csv"])), epsilon=1.1 * planned(first),
                   delta=1e-5)
-    run_spec(load_spec(first), show_progress=False)
+    run_path(first)
     for name in ("jsonl", "renamed", "crlf"):
         copy = write_spec(tmp_path, name.replace(" ", "_"), data=data % forms[name])
         with pytest.raises(BudgetExceededError, match=r"local_files:corpus.csv \[records:"):
-            run_spec(load_spec(copy), show_progress=False)
+            run_path(copy)
     superset = tmp_path / "more.csv"  # one of my own: the capped rows plus new ones
     superset.write_text(forms["csv"].read_text() + "".join(f"w{i} w1,a\n" for i in range(9)))
     with pytest.raises(BudgetExceededError):
-        run_spec(load_spec(write_spec(tmp_path, "more", data=data % superset)), show_progress=False)
+        run_path(write_spec(tmp_path, "more", data=data % superset))
     assert len(spent(store, "local_files:corpus.csv")["runs"]) == 1
 
 
@@ -88,13 +86,13 @@ def test_way_5_two_names_for_one_corpus_share_its_budget(tmp_path, budget_plugin
     first = write_spec(tmp_path, "first")
     store.set_cap(DatasetIds(budget_plugins)({"name": "toy_text_alias", "params": {"n_docs": 16}}),
                   epsilon=1.1 * planned(first), delta=1e-5)
-    run_spec(load_spec(first), show_progress=False)  # read as toy_text
+    run_path(first)  # read as toy_text
     with pytest.raises(BudgetExceededError):
-        run_spec(load_spec(write_spec(tmp_path, "alias", data="{name: toy_text_alias, params: "
-                                      "{n_docs: 16}}")), show_progress=False)
+        run_path(write_spec(tmp_path, "alias", data="{name: toy_text_alias, params: "
+                                      "{n_docs: 16}}"))
     larger = "{name: toy_text, params: {n_docs: 64}}"  # a superset: the same 16 and 48 more
     with pytest.raises(BudgetExceededError):
-        run_spec(load_spec(write_spec(tmp_path, "larger", data=larger)), show_progress=False)
+        run_path(write_spec(tmp_path, "larger", data=larger))
     from dpkit.cli.main import main
 
     store.register(DatasetIds(budget_plugins)({"name": "toy_text", "params": {"n_docs": 64}}))
@@ -114,8 +112,8 @@ def reuters_cached() -> bool:
 @pytest.mark.skipif(not reuters_cached(), reason="Reuters R8/R52 not in the dpkit cache (dpkit "
                     "data fetch reuters_r8)")
 def test_reuters_r8_is_inside_r52_and_shares_its_cap(tmp_path):
-    from dpkit.budget.store import CellPlan
     from dpkit.accounting import DpGuarantee, guarantee_to_dict
+    from dpkit.budget.store import CellPlan
 
     ids = DatasetIds(get_registry())
     r8, r52 = ids({"name": "reuters_r8", "params": {}}), ids({"name": "reuters_r52", "params": {}})

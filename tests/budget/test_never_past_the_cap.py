@@ -12,13 +12,11 @@ import pytest
 from dpkit.base.errors import BudgetExceededError
 from dpkit.budget.fingerprint import DatasetIds
 from dpkit.budget.store import BudgetStore
-from dpkit.runner import run_spec
-from dpkit.spec import load_spec
 from dpkit.testing.toy import ToyText
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import PLUGINS  # noqa: E402
-from helpers import planned, spent, write_spec  # noqa: E402
+from helpers import planned, run_path, spent, write_spec  # noqa: E402
 
 WORKER = str(Path(__file__).parent / "store_worker.py")
 
@@ -42,7 +40,7 @@ def test_three_names_and_two_relations_share_one_cap(tmp_path, budget_plugins,
                 spec = write_spec(tmp_path, f"r{round_}n{i}{relation}", data=data,
                                   privacy=f"privacy: {{neighboring: {relation}}}")
                 try:
-                    run_spec(load_spec(spec), show_progress=False)
+                    run_path(spec)
                     outcomes.append("ran")
                 except BudgetExceededError:
                     outcomes.append("refused")
@@ -78,7 +76,7 @@ def test_kill_9_at_every_step_of_a_cell(tmp_path, budget_plugins, private_budget
     store.verify()
     crossed = mark.exists()
     try:  # the next run into the same folder settles the dead run first
-        run_spec(load_spec(spec), show_progress=False)
+        run_path(spec)
     except BudgetExceededError:
         pass
     state = store.state()

@@ -11,11 +11,9 @@ from dpkit.base.errors import BudgetExceededError, BudgetStoreError
 from dpkit.budget.fingerprint import DatasetIds
 from dpkit.budget.store import BudgetStore
 from dpkit.cli.main import main
-from dpkit.runner import run_spec
-from dpkit.spec import load_spec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from helpers import planned, spent, write_spec  # noqa: E402
+from helpers import planned, run_path, spent, write_spec  # noqa: E402
 
 TOY = {"name": "toy_text", "params": {"n_docs": 16}}
 
@@ -33,14 +31,14 @@ def test_a_metric_dp_spend_needs_an_eta_cap_and_another_space_does_not_reset_it(
     dataset = DatasetIds(budget_plugins)(TOY)
     store.set_cap(dataset, epsilon=5.0, delta=1e-5)
     with pytest.raises(BudgetExceededError, match="--eta"):  # ε-only cap: dχ cannot be counted
-        run_spec(load_spec(metric_spec(tmp_path, "a", "glove")), show_progress=False)
+        run_path(metric_spec(tmp_path, "a", "glove"))
     assert main(["budget", "cap", "toy_text", "--eta", "12"]) == 0
     said = capsys.readouterr().out
     assert "metric DP (dχ): η = 12 per token" in said and "(ε, δ)-DP: ε = 5" in said
-    run_spec(load_spec(metric_spec(tmp_path, "b", "glove")), show_progress=False)  # η 5
-    run_spec(load_spec(metric_spec(tmp_path, "c", "fasttext")), show_progress=False)  # η 10
+    run_path(metric_spec(tmp_path, "b", "glove"))  # η 5
+    run_path(metric_spec(tmp_path, "c", "fasttext"))  # η 10
     with pytest.raises(BudgetExceededError, match=r"η per token = 12.*bring it to 15"):
-        run_spec(load_spec(metric_spec(tmp_path, "d", "word2vec")), show_progress=False)
+        run_path(metric_spec(tmp_path, "d", "word2vec"))
     assert spent(store)["totals"]["eta"] == 10.0
 
 
@@ -50,7 +48,7 @@ def test_raising_or_lifting_a_cap_is_an_explicit_recorded_act(tmp_path, budget_p
     first = write_spec(tmp_path, "first")
     dataset = DatasetIds(budget_plugins)(TOY)
     store.set_cap(dataset, epsilon=1.1 * planned(first), delta=1e-5)
-    run_spec(load_spec(first), show_progress=False)
+    run_path(first)
     for quiet in (["--epsilon", "100", "--delta", "1e-5"],  # a bigger ε
                   ["--epsilon", "1", "--delta", "0.5"],  # a smaller ε but a bigger δ
                   ["--epsilon", "1", "--delta", "1e-5", "--neighboring", "replace_one"]):
@@ -62,9 +60,9 @@ def test_raising_or_lifting_a_cap_is_an_explicit_recorded_act(tmp_path, budget_p
     assert main(["budget", "cap", "toy_text", "--epsilon", "1", "--delta", "1e-5"]) == 0
     assert "already spent" in capsys.readouterr().out  # lowered below what was spent: warned
     with pytest.raises(BudgetExceededError):
-        run_spec(load_spec(write_spec(tmp_path, "second")), show_progress=False)
+        run_path(write_spec(tmp_path, "second"))
     assert main(["budget", "lift", "toy_text", "--reason", "the study ended"]) == 0
-    run_spec(load_spec(write_spec(tmp_path, "third")), show_progress=False)
+    run_path(write_spec(tmp_path, "third"))
     assert main(["budget", "status", "toy_text"]) == 0
     out = capsys.readouterr().out
     assert "cap lower at" in out and "cap lift at" in out and "the study ended" in out
@@ -88,10 +86,10 @@ def test_a_refused_fresh_run_keeps_the_results_it_would_have_cleared(
     store = BudgetStore(private_budget_store)
     spec = write_spec(tmp_path, "s")
     store.set_cap(DatasetIds(budget_plugins)(TOY), epsilon=1.1 * planned(spec), delta=1e-5)
-    run_spec(load_spec(spec), show_progress=False)
+    run_path(spec)
     results = (tmp_path / "out-s" / "results.jsonl").read_text()
     with pytest.raises(BudgetExceededError):
-        run_spec(load_spec(spec), fresh=True, show_progress=False)
+        run_path(spec, fresh=True)
     assert (tmp_path / "out-s" / "results.jsonl").read_text() == results
 
 

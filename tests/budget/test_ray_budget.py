@@ -10,12 +10,10 @@ import pytest
 
 from dpkit.budget.fingerprint import DatasetIds
 from dpkit.budget.store import BudgetStore
-from dpkit.runner import run_spec
-from dpkit.spec import load_spec
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import PLUGINS  # noqa: E402
-from helpers import planned, spent, write_spec  # noqa: E402
+from helpers import planned, run_path, spent, write_spec  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +39,12 @@ def test_ray_workers_charge_the_store_and_refuse_past_the_cap(
     plain = write_spec(tmp_path, "plain", etas="[0.01, 0.02]")
     store.set_cap(DatasetIds(budget_plugins)({"name": "toy_text", "params": {"n_docs": 16}}),
                   epsilon=3 * planned(plain), delta=1e-5)
-    outcome = run_spec(load_spec(plain), executor="ray", show_progress=False)
+    outcome = run_path(plain, executor="ray")
     assert outcome.ran == 2 and not outcome.failures
     (run,) = spent(store)["runs"]
     assert (run["charged_cells"], run["charges"]) == (2, 2)  # charged by the workers' guards
     more = write_spec(tmp_path, "more", defense="toy_sends_more")
-    outcome = run_spec(load_spec(more), executor="ray", show_progress=False)
+    outcome = run_path(more, executor="ray")
     ((_, error),) = outcome.failures
     assert "BudgetExceededError" in error and "raw_texts" in error
     status = spent(store)

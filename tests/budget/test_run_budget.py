@@ -16,11 +16,9 @@ from dpkit.base.errors import BudgetExceededError
 from dpkit.budget.fingerprint import DatasetIds
 from dpkit.budget.store import BudgetStore
 from dpkit.cli.main import main
-from dpkit.runner import run_spec
-from dpkit.spec import load_spec
 
 sys.path.insert(0, os.path.dirname(__file__))
-from helpers import plan_pairs, planned, spent, write_spec  # noqa: E402
+from helpers import plan_pairs, planned, run_path, spent, write_spec  # noqa: E402
 
 from dpkit.budget.filter import filter_epsilon_by_relation  # noqa: E402
 
@@ -33,7 +31,7 @@ def cap(registry, store, epsilon, data=TOY, relation="add_remove", **more):
 
 def test_a_run_is_charged_to_its_records(tmp_path, budget_plugins, private_budget_store):
     path = write_spec(tmp_path, etas="[0.01, 0.02, 0.04]")
-    run_spec(load_spec(path), show_progress=False)
+    run_path(path)
     status = spent(BudgetStore(private_budget_store))
     assert status["fingerprint"].startswith("records:") and status["records"] == 16
     (run,) = status["runs"]
@@ -53,7 +51,7 @@ def test_way_1_another_relation_is_converted_or_refused(tmp_path, budget_plugins
     cap(budget_plugins, store, 5.5 * one)
     other = write_spec(tmp_path, "replace", privacy="privacy: {neighboring: replace_one}")
     with pytest.raises(BudgetExceededError, match="says nothing about adding or removing"):
-        run_spec(load_spec(other), show_progress=False)
+        run_path(other)
     assert not (tmp_path / "out-replace").exists()
     alias = {"name": "toy_text_alias", "params": {"n_docs": 16}}
     replace_cap = 3.5 * one
@@ -62,7 +60,7 @@ def test_way_1_another_relation_is_converted_or_refused(tmp_path, budget_plugins
     admitted = 0
     for i in range(5):
         try:
-            run_spec(load_spec(write_spec(tmp_path, f"p{i}")), show_progress=False)
+            run_path(write_spec(tmp_path, f"p{i}"))
             admitted += 1
         except BudgetExceededError:
             pass
@@ -83,10 +81,10 @@ def test_way_2_a_cell_that_released_and_then_failed_is_charged(tmp_path, budget_
     store = BudgetStore(private_budget_store)
     cap(budget_plugins, store, 1e6)
     failing = write_spec(tmp_path, "fails", defense="toy_sends_then_fails", etas="[0.01, 0.02, 0.04]")
-    outcome = run_spec(load_spec(failing), show_progress=False, retries=1)
+    outcome = run_path(failing, retries=1)
     assert len(outcome.failures) == 3 and not outcome.rows
     attack = write_spec(tmp_path, "attack", attacks="[{name: toy_failing_attack}]")
-    assert len(run_spec(load_spec(attack), show_progress=False).failures) == 1
+    assert len(run_path(attack).failures) == 1
     runs = spent(store)["runs"]
     assert [(r["state"], r["charged_cells"], r["charges"]) for r in runs] == [
         ("closed", 3, 6), ("closed", 1, 1)]  # every attempt of every cell, and the attack's cell
@@ -111,14 +109,14 @@ def test_way_3_close_refuses_a_live_run_and_settles_a_dead_one_as_spent(
         assert main(["budget", "close", str(run_id)]) == 2
         assert "alive" in capsys.readouterr().err
         with pytest.raises(BudgetExceededError):  # its reservation still holds the budget
-            run_spec(load_spec(write_spec(tmp_path, "second")), show_progress=False)
+            run_path(write_spec(tmp_path, "second"))
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     assert main(["budget", "close", str(run_id)]) == 0
     assert store.state().runs[run_id].state == "closed"  # it charged: settled as spent
     with pytest.raises(BudgetExceededError):
-        run_spec(load_spec(write_spec(tmp_path, "third")), show_progress=False)
+        run_path(write_spec(tmp_path, "third"))
     assert not (tmp_path / "out-third").exists()
 
 
@@ -127,7 +125,7 @@ def test_way_6_a_send_beyond_the_plan_is_refused_before_it_is_observed(
     store = BudgetStore(private_budget_store)
     path = write_spec(tmp_path, "more", defense="toy_sends_more")
     cap(budget_plugins, store, 10 * planned(path))
-    outcome = run_spec(load_spec(path), show_progress=False)
+    outcome = run_path(path)
     ((_, error),) = outcome.failures
     assert "no guarantee" in error and "raw_texts" in error
     status = spent(store)

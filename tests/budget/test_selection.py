@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dpkit.accounting import DpGuarantee, Ledger, composed_accountant, pure_dp_rdp
-from dpkit.budget import best_of_random_runs, draw_repetitions, release_best_ledger, repeat_and_select
 from dpkit.base.errors import AccountingError
+from dpkit.budget import best_of_random_runs, draw_repetitions, release_best_ledger, repeat_and_select
 
 PURE_LIMIT = [1e10]  # one huge Rényi order: the RDP there is the pure-DP ε
 

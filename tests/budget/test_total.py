@@ -10,6 +10,7 @@ from dpkit.accounting import DpGuarantee, MetricDpGuarantee, guarantee_to_dict
 from dpkit.accounting.serialize import event_from_dict
 from dpkit.budget import CellSpends, DatasetId, compose_cells
 from dpkit.budget.summary import spec_privacy_text
+from dpkit.contract.plugins import get_registry
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
 
@@ -66,8 +67,8 @@ def test_selection_on_private_data_is_charged(toy_spec_text, toy_plugins):
     text = path.read_text().replace("report:", "selection: {data: private, metric: preserved}\n"
                                                "report:")
     path.write_text(text)
-    spec = load_spec(path)
-    rows = run_spec(spec, show_progress=False).rows
+    spec = load_spec(path, registry=get_registry())
+    rows = run_spec(spec, show_progress=False, registry=get_registry()).rows
     (group,) = json.loads((out / "ledger.json").read_text())["total"]["groups"]
     (toy,) = group["selection"]["methods"].values()
     assert toy["release_best"]["dp"]["epsilon"] == "inf" and toy["candidates"] == 3

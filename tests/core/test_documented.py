@@ -10,7 +10,7 @@ import pytest
 
 import dpkit.accounting
 import dpkit.base.errors
-from dpkit import hookspecs
+from dpkit.contract import hookspecs
 from dpkit.cli.main import COMMANDS, build_parser
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("accounting", "text", "ml"),      # the ledger; the embedding toolkit; training and metrics
     ("evidence", "release"),           # claims and statistics; the wire and the server's view
     ("contract",),                     # what a plug-in implements and receives
-    ("data", "models", "spec", "budget", "boundary"),  # data, models, specs, budget, the process boundary
+    ("data", "models", "spec", "boundary"),  # data, models, specs, the process boundary
+    ("budget",),                       # the budget store: spends keyed to the records they read
     ("audit", "report"),               # empirical audits; tables, files and plots of a run
     ("runner",),                       # a cell's lifecycle, executors, the result store
     ("testing",),                      # contract suites and strategies for plug-in authors
@@ -27,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 """Bottom to top. Folders on one row are peers: neither imports the other."""
 
 RANK = {folder: rank for rank, row in enumerate(LAYERS) for folder in row}
-PUBLIC_API_RANK = RANK["contract"] + 0.5   # dpkit/__init__.py re-exports the contract and below
+PUBLIC_API_RANK = RANK["audit"] + 0.5  # dpkit/__init__.py: the contract and what plug-ins build on
 
 
 def modules() -> dict[str, Path]:

@@ -6,6 +6,7 @@ import pytest
 
 from dpkit.base.errors import SpecError
 from dpkit.spec import load_spec
+from dpkit.contract.plugins import get_registry
 
 SPEC = """
 name: t
@@ -32,7 +33,7 @@ def write(tmp_path, claim: str):
 
 def test_a_valid_claim_loads(tmp_path, toy_plugins):
     spec = load_spec(write(tmp_path, "{method: Mild, versus: Mild-2, metric: preserved, "
-                                     "direction: greater, where: {fail: false}, points: [8]}"))
+                                     "direction: greater, where: {fail: false}, points: [8]}"), registry=get_registry())
     assert spec.claims[0].points == [8]
 
 
@@ -58,7 +59,7 @@ def test_a_valid_claim_loads(tmp_path, toy_plugins):
 ])
 def test_bad_claims_are_one_line_errors(tmp_path, toy_plugins, claim, location, fragment):
     with pytest.raises(SpecError) as info:
-        load_spec(write(tmp_path, claim))
+        load_spec(write(tmp_path, claim), registry=get_registry())
     message = str(info.value)
     assert message.startswith(f"{tmp_path / 'c.yaml'}: {location} — "), message
     assert fragment in message and "\n" not in message

@@ -7,6 +7,7 @@ import numpy as np
 
 from dpkit.evidence import Claim, evaluate, evaluate_all, format_verdicts
 from dpkit.spec import Spec
+from dpkit.base.results import CellResult
 
 
 def rows(method, shift, seeds=range(4)):
@@ -14,8 +15,8 @@ def rows(method, shift, seeds=range(4)):
     for eta in (1, 2):
         for s in seeds:
             noise = 0.01 * np.random.default_rng([s, eta, len(method)]).standard_normal()
-            out.append({"method": method, "point": {"eta": eta}, "params": {}, "seed": s,
-                        "metrics": {"acc": 0.5 + shift + noise}, "privacy": {}})
+            out.append(CellResult(key=f"{method}{eta}{s}", method=method, point={"eta": eta},
+                                  seed=s, metrics={"acc": 0.5 + shift + noise}))
     return out
 
 

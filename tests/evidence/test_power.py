@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from scipy import stats as st
 from dpkit.evidence import Claim, evaluate, format_verdicts, write_claims
 from dpkit.evidence.power import POWER, detectable_effect, power, seeds_needed
 from dpkit.evidence.stats import ALPHA, one_sided_p
+from dpkit.base.results import CellResult
 
 SIMULATIONS = 20_000
 
@@ -68,13 +70,13 @@ def test_edge_cases():
         power(0.1, 0.1, 1, ALPHA)
 
 
-def paired_rows(diffs_by_eta: dict[float, list[float]]) -> list[dict]:
+def paired_rows(diffs_by_eta: dict[float, list[float]]) -> list[CellResult]:
     rows = []
     for eta, diffs in diffs_by_eta.items():
         for seed, d in enumerate(diffs):
             for method, value in (("A", 0.5 + d), ("B", 0.5)):
-                rows.append({"method": method, "point": {"eta": eta}, "params": {},
-                             "seed": seed, "metrics": {"acc": value}, "privacy": {}})
+                rows.append(CellResult(key=f"{method}{eta}{seed}", method=method,
+                                       point={"eta": eta}, seed=seed, metrics={"acc": value}))
     return rows
 
 
@@ -167,7 +169,7 @@ def test_claims_json_carries_the_power_fields(tmp_path):
 
 
 def test_a_claim_without_a_swept_axis_prints_its_one_point_without_a_location():
-    rows = [{**r, "point": {}} for r in paired_rows({1.0: [0.02, 0.03, 0.04]})]
+    rows = [replace(r, point={}) for r in paired_rows({1.0: [0.02, 0.03, 0.04]})]
     result = evaluate(claim(over=None), rows)
     assert [p.at for p in result.points] == [None]
     text = format_verdicts([result])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as hs
 from pydantic import ValidationError
 
 from dpkit.evidence import Claim, evaluate, format_verdicts, holm
+from dpkit.base.results import CellResult
 
 
 def rows_for(method, etas, seeds, metric, privacy=None, params=None, noise=0.01):
@@ -23,8 +25,8 @@ def rows_for(method, etas, seeds, metric, privacy=None, params=None, noise=0.01)
             if privacy:
                 m["pr5"] = privacy(eta)
             point = {"eta": eta} if eta is not None else {}
-            out.append({"method": method, "point": point, "params": dict(params or {}),
-                        "seed": s, "metrics": m, "privacy": {}})
+            out.append(CellResult(key=f"{method}{eta}{s}", method=method, point=point,
+                                  params=dict(params or {}), seed=s, metrics=m))
     return out
 
 
@@ -57,8 +59,7 @@ def test_points_numbers_are_paired_and_holm_corrected():
     assert [p.at for p in result.points] == [2.0, 4.0]
     assert holm([p.p for p in result.points]) == [p.p_holm for p in result.points]
     for p in result.points:
-        by_seed = {(r["method"], r["seed"]): r["metrics"]["acc"] for r in a + b
-                   if r["point"]["eta"] == p.at}
+        by_seed = {(r.method, r.seed): r.metrics["acc"] for r in a + b if r.point["eta"] == p.at}
         diffs = [by_seed[("A", s)] - by_seed[("B", s)] for s in SEEDS]
         assert math.isclose(p.diff["mean"], float(np.mean(diffs)), abs_tol=1e-12)
         assert p.diff["ci_low"] < p.diff["mean"] < p.diff["ci_high"] and p.seeds == list(SEEDS)
@@ -110,7 +111,7 @@ def test_missing_metric_and_ambiguous_cells_are_explained():
     a = rows_for("A", [1], SEEDS, lambda e: 0.6)
     missing = evaluate(claim(metric="f1"), a + b)
     assert missing.verdict == "undecided" and "'f1'" in missing.reason and "acc" in missing.reason
-    twice = [{**r, "point": {**r["point"], "eps": e}} for r in a for e in (0.1, 1.0)]
+    twice = [replace(r, point={**r.point, "eps": e}) for r in a for e in (0.1, 1.0)]
     ambiguous = evaluate(claim(), twice + b)
     assert "several cells" in ambiguous.reason and "eps" in ambiguous.reason
     assert evaluate(claim(where={"eps": 1.0}), twice + b).verdict == "holds"
@@ -131,7 +132,7 @@ def test_schema_rejects(bad, message):
 
 @given(hs.lists(hs.floats(-1, 1), min_size=2, max_size=6), hs.floats(-0.5, 0.5))
 def test_at_one_point_holds_exactly_when_the_interval_lies_beyond_the_margin(diffs, margin):
-    rows = [{"method": m, "point": {"eta": 1}, "params": {}, "seed": s, "metrics": {"acc": v}}
+    rows = [CellResult(key=f"{m}{s}", method=m, point={"eta": 1}, seed=s, metrics={"acc": v})
             for s, d in enumerate(diffs) for m, v in (("A", d), ("B", 0.0))]
     result = evaluate(claim(margin=margin), rows)
     d = result.points[0].diff

@@ -6,11 +6,12 @@ from dpkit.accounting import Ledger, MetricDpGuarantee
 from dpkit.report import render_table, short_reason, write_summary_csv
 from dpkit.spec import Spec
 from dpkit.release.wire import Release, Wire
+from dpkit.base.results import CellResult
 
 GRADIENTS = "training-time gradients of the returned hidden states: not covered"
 
 
-def _row(seed: int, unit: str, uncovered: bool) -> dict:
+def _row(seed: int, unit: str, uncovered: bool) -> CellResult:
     ledger = Ledger()
     wire = Wire(ledger)
     releases = [Release("embeddings", MetricDpGuarantee(60.0, "l2", "minilm", unit), "uploads",
@@ -18,10 +19,10 @@ def _row(seed: int, unit: str, uncovered: bool) -> dict:
     if uncovered:
         releases.append(Release.uncovered("gradients", GRADIENTS, count=188))
     wire.declare(releases)
-    return {"key": f"k{seed}{unit}{uncovered}", "method": f"M-{unit}-{uncovered}",
-            "component": "c", "point": {"eta": 60}, "seed": seed,
-            "metrics": {"auc": 0.6 + 0.01 * seed}, "privacy": ledger.summary(),
-            "ledger": ledger.to_dict(), "elapsed_s": 1.0}
+    return CellResult(key=f"k{seed}{unit}{uncovered}", method=f"M-{unit}-{uncovered}",
+                      component="c", point={"eta": 60}, seed=seed,
+                      metrics={"auc": 0.6 + 0.01 * seed}, privacy=ledger.summary(),
+                      ledger=ledger.to_dict(), elapsed_s=1.0)
 
 
 def _spec() -> Spec:
@@ -62,9 +63,9 @@ def test_short_reason_names_the_tensor():
 
 def test_cells_still_improving_are_flagged_not_converged():
     rows = [_row(0, "token", False), _row(1, "token", False)]
-    rows[1]["metrics"]["converged"] = 0.0
-    rows[0]["metrics"]["converged"] = 1.0
+    rows[1].metrics["converged"] = 0.0
+    rows[0].metrics["converged"] = 1.0
     table = render_table(_spec(), rows)
     assert "| M-token-False (not converged)" in table
-    rows[1]["metrics"]["converged"] = 1.0
+    rows[1].metrics["converged"] = 1.0
     assert "not converged" not in render_table(_spec(), rows)

@@ -78,7 +78,8 @@ def test_majority_share_is_computed_from_the_evaluated_labels(toy_plugins):
 
     s = Spec.model_validate({"name": "t", "data": {"name": "toy_text", "params": {"n_docs": 41}},
                              "mechanism": {"name": "m"}, "evaluation": {"max_docs": 7}})
-    (labels,) = measure_reference(s, [{"data": None}], toy_plugins)["labels"]
+    (labels,) = measure_reference(s, [{"key": "k", "method": "m", "seed": 0, "data": None}],
+                                  toy_plugins)["labels"]
     truth = ToyText(ToyText.Params(n_docs=41)).load().splits["test"].labels[:7]
     top = max(set(truth), key=truth.count)
     assert labels["n"] == 7 and labels["majority_share"] == truth.count(top) / 7
@@ -144,7 +145,7 @@ def test_the_plot_draws_the_reference_levels(tmp_path, monkeypatch):
     reference = {"format": "dpkit-run-reference/1", "spaces": {}, "labels": [
         {"data": {}, "split": "test", "n": 10, "counts": {"a": 6, "b": 4}, "majority": "a",
          "majority_share": 0.6}]}
-    write_outputs(spec(), [], rows, tmp_path, reference)
+    write_outputs(spec(), [], rows, tmp_path, reference=reference)
     assert ("no noise (reference)", 0.7) in levels and ("chance (reference)", 0.6) in levels
 
 

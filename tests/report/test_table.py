@@ -9,11 +9,12 @@ from dpkit.accounting import Ledger, MetricDpGuarantee
 from dpkit.report import render_table
 from dpkit.report.scale import median_nn_distance
 from dpkit.spec import Spec
+from dpkit.base.results import CellResult
 
 SPACE = "glove-test[:40]"
 
 
-def row(method: str, eta: float, seed: int, inverted: bool = True) -> dict:
+def row(method: str, eta: float, seed: int, inverted: bool = True) -> CellResult:
     ledger = Ledger()
     ledger.spend(MetricDpGuarantee(eta, "l2", SPACE, "token"), "tokens", count=100)
     recovery = min(1.0, eta / 20 + 0.01 * seed)
@@ -23,10 +24,10 @@ def row(method: str, eta: float, seed: int, inverted: bool = True) -> dict:
                "train_loss_final": 0.55}
     if inverted:
         metrics["inversion_top1"] = recovery / 2
-    return {"key": f"{method}{eta}{seed}", "method": method, "component": "c",
-            "point": {"eta": eta}, "seed": seed, "metrics": metrics, "privacy": ledger.summary(),
-            "ledger": ledger.to_dict(), "elapsed_s": 1.0,
-            "attacks_skipped": [] if inverted else ["nn_inversion"]}
+    return CellResult(key=f"{method}{eta}{seed}", method=method, component="c",
+                      point={"eta": eta}, seed=seed, metrics=metrics, privacy=ledger.summary(),
+                      ledger=ledger.to_dict(), elapsed_s=1.0,
+                      attacks_skipped=[] if inverted else ["nn_inversion"])
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dpkit.base.errors import BudgetExceededError
+from dpkit.contract.registry import Registry
 from dpkit.runner import RetryPolicy, run_spec
 from dpkit.runner.executor import NEVER_RETRIED
 from dpkit.runner.local import LocalExecutor
@@ -31,14 +32,14 @@ def fake_cell(key: str) -> Cell:
 def test_local_executor_follows_the_policy(monkeypatch, error, calls):
     seen = []
 
-    def execute_cell(cell, registry=None, progress=None, **_):
+    def execute_cell(cell, registry, progress=None, **_):
         seen.append(cell.key)
         raise error
 
     monkeypatch.setattr("dpkit.runner.local.execute_cell", execute_cell)
     failures = []
-    LocalExecutor(RetryPolicy(2)).run([fake_cell("a")], lambda c, r: None,
-                                      lambda c, e: failures.append(e), lambda: False)
+    LocalExecutor(Registry(), RetryPolicy(2)).run([fake_cell("a")], lambda c, r: None,
+                                                  lambda c, e: failures.append(e), lambda: False)
     assert len(seen) == calls and len(failures) == 1
     assert type(error).__name__ in failures[0]
 

@@ -17,6 +17,7 @@ from dpkit.runner import run_spec
 from dpkit.base.errors import OutputLockedError
 from dpkit.runner.lock import OutputLock
 from dpkit.spec import load_spec
+from dpkit.contract.plugins import get_registry
 
 TOY = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy"}
 
@@ -43,9 +44,11 @@ def test_second_run_refuses_and_names_the_holder(toy_spec_text, toy_plugins):
     path, out = toy_spec_text
     with OutputLock(out):
         with pytest.raises(OutputLockedError, match=f"pid {os.getpid()} on host"):
-            run_spec(load_spec(path), show_progress=False)
+            run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert not (out / "results.jsonl").exists()
-    assert run_spec(load_spec(path), show_progress=False).ran == 3  # released on exit
+    registry = get_registry()
+    assert run_spec(load_spec(path, registry=registry), show_progress=False,
+                    registry=registry).ran == 3  # released on exit
 
 
 def test_cli_run_into_a_locked_folder_exits_2(tmp_path):
@@ -74,19 +77,20 @@ def test_sigkilled_run_leaves_no_blocking_lock_and_resumes_identically(tmp_path,
     first.wait(timeout=60)
     _, done = keyed_metrics(out)
     assert 1 <= done < 6
-    resumed = run_spec(load_spec(spec), show_progress=False)  # would raise if the lock blocked
+    resumed = run_spec(load_spec(spec, registry=get_registry()), show_progress=False,
+                       registry=get_registry())  # would raise if the lock blocked
     assert resumed.ran == 6 - done and resumed.skipped == done
-    run_spec(load_spec(spec), tmp_path / "clean", show_progress=False)
+    run_spec(load_spec(spec, registry=get_registry()), tmp_path / "clean", show_progress=False, registry=get_registry())
     assert keyed_metrics(out) == keyed_metrics(tmp_path / "clean")  # identical, each cell once
 
 
 def test_fresh_removes_only_what_dpkit_wrote(toy_spec_text, toy_plugins):
     path, out = toy_spec_text
-    run_spec(load_spec(path), show_progress=False)
+    run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     mine = [out / "figure.png", out / "notes.txt"]
     for f in mine:
         f.write_text("kept")
-    again = run_spec(load_spec(path), show_progress=False, fresh=True)
+    again = run_spec(load_spec(path, registry=get_registry()), show_progress=False, fresh=True, registry=get_registry())
     assert again.ran == 3
     assert all(f.read_text() == "kept" for f in mine)
     assert (out / "tradeoff.png").stat().st_size > 0
@@ -149,11 +153,11 @@ output: {out}
     from dpkit.spec import parse_structure, read_yaml
 
     with pytest.raises(SpecError, match="toy_noise"):
-        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False)
+        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False, registry=get_registry())
     assert not out.exists()
     out.mkdir(parents=True)  # a folder that was there before is kept, lock file and all
     with pytest.raises(SpecError):
-        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False)
+        run_spec(parse_structure(read_yaml(spec), str(spec)), show_progress=False, registry=get_registry())
     assert out.is_dir()
 
 

@@ -11,6 +11,7 @@ import time
 
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
+from dpkit.contract.plugins import get_registry
 
 
 def read_rows(out):
@@ -19,7 +20,7 @@ def read_rows(out):
 
 def test_run_writes_every_output(toy_spec_text, toy_plugins):
     path, out = toy_spec_text
-    outcome = run_spec(load_spec(path), show_progress=False)
+    outcome = run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert outcome.ran == 3 and not outcome.failures
     rows = read_rows(out)
     assert [r["params"]["eta"] for r in rows] == [0.5, 2.0, 8.0]
@@ -40,29 +41,32 @@ def test_run_writes_every_output(toy_spec_text, toy_plugins):
 
 def test_resume_skips_finished_cells_and_fresh_redoes(toy_spec_text, toy_plugins):
     path, out = toy_spec_text
-    spec = load_spec(path)
-    first = run_spec(spec, show_progress=False)
-    second = run_spec(spec, show_progress=False)
+    spec = load_spec(path, registry=get_registry())
+    first = run_spec(spec, show_progress=False, registry=get_registry())
+    second = run_spec(spec, show_progress=False, registry=get_registry())
     assert second.ran == 0 and second.skipped == 3
     assert len(read_rows(out)) == 3
-    third = run_spec(spec, show_progress=False, fresh=True)
+    third = run_spec(spec, show_progress=False, fresh=True, registry=get_registry())
     assert third.ran == 3 and len(read_rows(out)) == 3
-    assert [r["metrics"] for r in first.rows] == [r["metrics"] for r in third.rows]
+    assert [r.metrics for r in first.rows] == [r.metrics for r in third.rows]
 
 
 def test_same_seed_same_metrics(toy_spec_text, toy_plugins, tmp_path):
     path, _ = toy_spec_text
-    a = run_spec(load_spec(path), tmp_path / "a", show_progress=False).rows
-    b = run_spec(load_spec(path), tmp_path / "b", show_progress=False).rows
-    assert [r["metrics"] for r in a] == [r["metrics"] for r in b]
+    registry = get_registry()
+    a = run_spec(load_spec(path, registry=registry), tmp_path / "a", show_progress=False,
+                 registry=registry).rows
+    b = run_spec(load_spec(path, registry=registry), tmp_path / "b", show_progress=False,
+                 registry=registry).rows
+    assert [r.metrics for r in a] == [r.metrics for r in b]
 
 
 def test_torn_last_line_is_rerun(toy_spec_text, toy_plugins):
     path, out = toy_spec_text
-    run_spec(load_spec(path), show_progress=False)
+    run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     lines = (out / "results.jsonl").read_text().splitlines()
     (out / "results.jsonl").write_text("\n".join(lines[:2]) + "\n" + lines[2][:40])
-    again = run_spec(load_spec(path), show_progress=False)
+    again = run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert again.ran == 1
 
 
@@ -76,7 +80,7 @@ defense: {{name: toy_noise, params: {{eta: 1.0}}, sweep: {{fail: [false, true]}}
 device: cpu
 output: {tmp_path / 'out'}
 """)
-    outcome = run_spec(load_spec(path), show_progress=False)
+    outcome = run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert outcome.ran == 1 and len(outcome.failures) == 1
     assert "asked to fail" in outcome.failures[0][1]
     assert (tmp_path / "out" / "failures.jsonl").exists()
@@ -119,7 +123,7 @@ def test_a_reference_that_cannot_be_measured_never_costs_the_outputs(toy_spec_te
 
     monkeypatch.setattr(dpkit.report.reference, "measure_reference", broken)
     path, out = toy_spec_text
-    outcome = run_spec(load_spec(path), show_progress=False)
+    outcome = run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert outcome.ran == 3 and outcome.reference is None
     assert (out / "results.csv").exists() and not (out / "reference.json").exists()
     assert "reference.json not written (RuntimeError: no labels today)" in capsys.readouterr().err

@@ -6,6 +6,7 @@ import pytest
 
 from dpkit.base.errors import SpecError
 from dpkit.spec import load_spec
+from dpkit.contract.plugins import get_registry
 
 GOOD = """
 name: t
@@ -26,7 +27,7 @@ def test_misspelt_key_names_the_right_one(tmp_path, toy_plugins, good, bad, loca
     path = tmp_path / "s.yaml"
     path.write_text(GOOD.replace(good, bad))
     with pytest.raises(SpecError) as err:
-        load_spec(path)
+        load_spec(path, registry=get_registry())
     assert err.value.location == location and hint in str(err.value)
 
 
@@ -34,7 +35,7 @@ def test_unknown_key_without_a_close_one_lists_the_known(tmp_path, toy_plugins):
     path = tmp_path / "s.yaml"
     path.write_text(GOOD.replace("accountant: rdp", "zzzz: 1"))
     with pytest.raises(SpecError, match="known keys here: delta, accountant"):
-        load_spec(path)
+        load_spec(path, registry=get_registry())
 
 
 def test_misspelt_spec_file_names_the_closest(tmp_path, toy_plugins, monkeypatch):
@@ -42,8 +43,8 @@ def test_misspelt_spec_file_names_the_closest(tmp_path, toy_plugins, monkeypatch
     (tmp_path / "specs" / "quick.yaml").write_text(GOOD)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match=r"no such file; did you mean specs/quick\.yaml\?"):
-        load_spec("specs/quikc.yaml")
+        load_spec("specs/quikc.yaml", registry=get_registry())
     with pytest.raises(SpecError, match=r"did you mean specs/quick\.yaml\?"):
-        load_spec("quikc.yaml")
+        load_spec("quikc.yaml", registry=get_registry())
     with pytest.raises(SpecError, match="the specs that come with dpkit are in specs/"):
-        load_spec("nothing-like-it.yaml")
+        load_spec("nothing-like-it.yaml", registry=get_registry())

@@ -17,6 +17,7 @@ from dpkit.cli.main import main
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
 from dpkit.spec.check import check_spec
+from dpkit.contract.plugins import get_registry
 
 
 class PureReplaceOne:
@@ -88,14 +89,14 @@ def test_validate_refuses_replace_one_omission_once_with_the_spec_fix(tmp_path, 
 def test_the_fix_validates_and_runs(tmp_path, pure_plugins, capsys):
     path = write_spec(tmp_path, "privacy: {neighboring: replace_one}\n")
     assert main(["validate", str(path)]) == 0
-    outcome = run_spec(load_spec(path), show_progress=False)
+    outcome = run_spec(load_spec(path, registry=get_registry()), show_progress=False, registry=get_registry())
     assert len(outcome.rows) == 6 and not outcome.failures
 
 
 def test_an_existing_privacy_block_is_named_for_the_fix(tmp_path, pure_plugins):
     path = write_spec(tmp_path, "privacy: {delta: 1.0e-6}\n")
     with pytest.raises(SpecError, match=r"set `neighboring: replace_one` in the spec's `privacy:`"):
-        check_spec(load_spec(path))
+        check_spec(load_spec(path, registry=get_registry()), get_registry())
 
 
 def test_each_distinct_component_and_params_is_built_once(tmp_path, pure_plugins, monkeypatch):
@@ -105,7 +106,7 @@ def test_each_distinct_component_and_params_is_built_once(tmp_path, pure_plugins
                         lambda self, space=None: built.append(self.params.epsilon)
                         or original(self, space))
     path = write_spec(tmp_path, "privacy: {neighboring: replace_one}\n")
-    check_spec(load_spec(path))
+    check_spec(load_spec(path, registry=get_registry()), get_registry())
     assert sorted(built) == [1.0, 2.0, 4.0]  # three sweep points, two seeds each: three checks
 
 
@@ -116,8 +117,8 @@ def test_run_refuses_a_defense_whose_data_declared_releases_the_ledger_refuses(
     monkeypatch.setattr(ToyNoise, "guarantee", lambda self, space: DpGuarantee.pure(
         1.0, "toy", neighboring="replace_one"))
     path = write_spec(tmp_path, defense=True)
-    spec = load_spec(path)
-    check_spec(spec)  # toy_noise states its releases from the data: validate cannot see them
+    spec = load_spec(path, registry=get_registry())
+    check_spec(spec, get_registry())  # toy_noise states its releases from the data: validate cannot see them
     with pytest.raises(SpecError, match=r"privacy\.neighboring.*replace_one"):
-        run_spec(spec, show_progress=False)
+        run_spec(spec, show_progress=False, registry=get_registry())
     assert not (tmp_path / "out" / "results.jsonl").exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from dpkit.contract.plugins import get_registry
 from dpkit.base.errors import SpecError
 from dpkit.spec import deep_merge, expand, load_spec, read_yaml
 
@@ -33,7 +34,7 @@ def child(tmp_path, text: str) -> Path:
 
 
 def test_sweep_null_drops_the_included_sweeps(tmp_path, toy_plugins):
-    spec = load_spec(child(tmp_path, "defense: {sweep: null}\nsweep: null\n"))
+    spec = load_spec(child(tmp_path, "defense: {sweep: null}\nsweep: null\n"), registry=get_registry())
     assert spec.defense.sweep == {} and spec.sweep == {}
     assert spec.defense.label == "Noisy" and spec.defense.params == {"eta": 1.0, "sleep": 0.0}
     assert len(expand(spec, toy_plugins)) == 2  # one point, two seeds
@@ -43,7 +44,7 @@ def test_a_standalone_sweep_null_means_no_sweep(tmp_path, toy_plugins):
     path = tmp_path / "s.yaml"
     path.write_text(BASE.replace("sweep: {eta: [1, 2, 4]}", "sweep: null")
                     .replace("sweep: {data.params.n_docs: [8, 12]}", "sweep: null"))
-    assert len(expand(load_spec(path), toy_plugins)) == 2
+    assert len(expand(load_spec(path, registry=get_registry()), toy_plugins)) == 2
 
 
 def test_a_different_component_replaces_the_included_one_whole():
@@ -59,14 +60,14 @@ def test_the_issue_case_validates_against_the_real_registry(tmp_path):
     path.write_text(f"include: {ROOT / 'specs' / 'quick.yaml'}\nname: quick-rr\n"
                     "mechanism: {name: santext_plus, params: {epsilon: 2}}\nclaims: null\n"
                     "baselines: null\n")
-    spec = load_spec(path)
+    spec = load_spec(path, registry=get_registry())
     assert spec.mechanism.params == {"epsilon": 2} and spec.mechanism.sweep == {}
     assert spec.baselines == [] and spec.claims == [] and spec.name == "quick-rr"
 
 
 def test_the_same_component_still_merges_its_params_and_keeps_its_sweep(tmp_path, toy_plugins):
     spec = load_spec(child(tmp_path, "defense: {name: toy_noise, params: {sleep: 0.01}}\n"
-                                     "privacy: {delta: 1.0e-7}\ndata: {params: {seed: 5}}\n"))
+                                     "privacy: {delta: 1.0e-7}\ndata: {params: {seed: 5}}\n"), registry=get_registry())
     assert spec.defense.params == {"eta": 1.0, "sleep": 0.01}
     assert spec.defense.sweep == {"eta": [1, 2, 4]} and spec.defense.label == "Noisy"
     assert (spec.privacy.delta, spec.privacy.accountant) == (1e-7, "pld")
@@ -75,7 +76,7 @@ def test_the_same_component_still_merges_its_params_and_keeps_its_sweep(tmp_path
 
 def test_the_specs_own_name_is_not_a_component(tmp_path, toy_plugins):
     """The root mapping has a ``name`` too; renaming the spec must not drop what it includes."""
-    spec = load_spec(child(tmp_path, "name: renamed\n"))
+    spec = load_spec(child(tmp_path, "name: renamed\n"), registry=get_registry())
     assert spec.name == "renamed" and spec.defense.sweep == {"eta": [1, 2, 4]}
     assert spec.model.params == {"dim": 4}
 
@@ -114,7 +115,7 @@ def test_null_removes_through_a_chain_of_includes(tmp_path, toy_plugins):
 
 def test_nulling_the_specs_name_is_a_clear_error(tmp_path, toy_plugins):
     with pytest.raises(SpecError, match="name"):
-        load_spec(child(tmp_path, "name: null\n"))
+        load_spec(child(tmp_path, "name: null\n"), registry=get_registry())
 
 
 @pytest.mark.parametrize("name", ["snd", "hiddenecho", "obfuslm", "dped"])

@@ -8,8 +8,9 @@ import sys
 
 CODE = """
 import sys
+from dpkit.contract.plugins import get_registry
 from dpkit.spec import load_spec
-spec = load_spec(sys.argv[1])
+spec = load_spec(sys.argv[1], registry=get_registry())
 leaked = sorted(m for m in sys.modules if m.startswith("dpkit.runner"))
 assert not leaked, leaked
 print("ok")

@@ -10,6 +10,7 @@ import pytest
 from dpkit.base.errors import SpecError
 from dpkit.spec import load_spec, read_yaml
 from dpkit.spec.paths import is_path_param
+from dpkit.contract.plugins import get_registry
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -62,11 +63,11 @@ def test_a_missing_data_file_names_its_field(tmp_path, monkeypatch):
                      "model: {name: glove-6b-50d}\n"
                      "mechanism: {name: laplace_dx, params: {eta: 10}}\n")
         with pytest.raises(SpecError) as err:
-            load_spec(spec)
+            load_spec(spec, registry=get_registry())
         assert err.value.location == "data.params.path"
         assert str(tmp_path / "specs" / "nope.csv") in err.value.message
         (tmp_path / "specs" / "nope.csv").write_text("text,label\nfine film,pos\nbad,neg\n")
         monkeypatch.chdir(tmp_path)  # another working directory: the same file
-        assert load_spec(spec).data.params["path"] == str(tmp_path / "specs" / "nope.csv")
+        assert load_spec(spec, registry=get_registry()).data.params["path"] == str(tmp_path / "specs" / "nope.csv")
     finally:
         dpkit.contract.plugins.reset()

@@ -6,6 +6,7 @@ import pytest
 
 from dpkit.base.errors import SpecError
 from dpkit.spec import expand, grid, load_spec, set_path
+from dpkit.contract.plugins import get_registry
 
 GOOD = """
 name: t
@@ -23,7 +24,7 @@ def write(tmp_path, text, name="s.yaml"):
 
 
 def test_good_spec_expands_to_cells(tmp_path, toy_plugins):
-    spec = load_spec(write(tmp_path, GOOD))
+    spec = load_spec(write(tmp_path, GOOD), registry=get_registry())
     cells = expand(spec, toy_plugins)
     assert len(cells) == 4
     assert {c.params["eta"] for c in cells} == {1, 2}
@@ -31,10 +32,11 @@ def test_good_spec_expands_to_cells(tmp_path, toy_plugins):
 
 
 def test_keys_are_stable_and_config_sensitive(tmp_path, toy_plugins):
-    a = expand(load_spec(write(tmp_path, GOOD)), toy_plugins)
-    b = expand(load_spec(write(tmp_path, GOOD, "t.yaml")), toy_plugins)
+    a = expand(load_spec(write(tmp_path, GOOD), registry=get_registry()), toy_plugins)
+    b = expand(load_spec(write(tmp_path, GOOD, "t.yaml"), registry=get_registry()), toy_plugins)
     assert [c.key for c in a] == [c.key for c in b]
-    c = expand(load_spec(write(tmp_path, GOOD.replace("[1, 2]", "[1, 3]"), "u.yaml")), toy_plugins)
+    c = expand(load_spec(write(tmp_path, GOOD.replace("[1, 2]", "[1, 3]"), "u.yaml"),
+                         registry=get_registry()), toy_plugins)
     assert a[0].key == c[0].key and a[2].key != c[2].key
 
 
@@ -57,7 +59,7 @@ def test_keys_are_stable_and_config_sensitive(tmp_path, toy_plugins):
 def test_bad_specs_give_one_line(tmp_path, toy_plugins, text, location, fragment):
     path = write(tmp_path, text)
     with pytest.raises(SpecError) as info:
-        load_spec(path)
+        load_spec(path, registry=get_registry())
     msg = str(info.value)
     assert msg.startswith(f"{path}: ")
     assert location in msg and fragment in msg
@@ -68,28 +70,28 @@ def test_unsafe_tag_never_executes(tmp_path, toy_plugins):
     marker = tmp_path / "pwned"
     path = write(tmp_path, f"!!python/object/apply:os.system ['touch {marker}']\n")
     with pytest.raises(SpecError):
-        load_spec(path)
+        load_spec(path, registry=get_registry())
     assert not marker.exists()
 
 
 def test_missing_file(tmp_path, toy_plugins):
     with pytest.raises(SpecError, match="no such file"):
-        load_spec(tmp_path / "nope.yaml")
+        load_spec(tmp_path / "nope.yaml", registry=get_registry())
 
 
 def test_include_merges_and_detects_cycles(tmp_path, toy_plugins):
     write(tmp_path, GOOD, "base.yaml")
-    spec = load_spec(write(tmp_path, "include: base.yaml\nseeds: [5]\n", "child.yaml"))
+    spec = load_spec(write(tmp_path, "include: base.yaml\nseeds: [5]\n", "child.yaml"), registry=get_registry())
     assert spec.seeds == [5] and spec.defense.name == "toy_noise"
     write(tmp_path, "include: b.yaml\n", "a.yaml")
     write(tmp_path, "include: a.yaml\n", "b.yaml")
     with pytest.raises(SpecError, match="cycle"):
-        load_spec(tmp_path / "a.yaml")
+        load_spec(tmp_path / "a.yaml", registry=get_registry())
 
 
 def test_global_sweep_over_dotted_paths(tmp_path, toy_plugins):
     text = GOOD + "sweep: {data.params.n_docs: [4, 8]}\n"
-    cells = expand(load_spec(write(tmp_path, text)), toy_plugins)
+    cells = expand(load_spec(write(tmp_path, text), registry=get_registry()), toy_plugins)
     assert len(cells) == 8
     assert {c.data["params"]["n_docs"] for c in cells} == {4, 8}
 
@@ -124,14 +126,14 @@ def test_grid_and_set_path():
 def test_every_expanded_cell_is_checked(tmp_path, toy_plugins, text, location, fragment):
     path = write(tmp_path, text)
     with pytest.raises(SpecError) as info:
-        load_spec(path)
+        load_spec(path, registry=get_registry())
     msg = str(info.value)
     assert msg.startswith(f"{path}: {location} — ") and fragment in msg, msg
 
 
 def test_sweep_may_supply_a_required_param(tmp_path, toy_plugins):
     text = GOOD.replace("params: {eta: 1.0}, ", "")
-    assert len(expand(load_spec(write(tmp_path, text)), toy_plugins)) == 4
+    assert len(expand(load_spec(write(tmp_path, text), registry=get_registry()), toy_plugins)) == 4
 
 
 def test_run_spec_checks_before_any_cell_runs(tmp_path, toy_plugins):
@@ -139,10 +141,10 @@ def test_run_spec_checks_before_any_cell_runs(tmp_path, toy_plugins):
     from dpkit.spec import parse_spec, read_yaml
 
     raw = read_yaml(write(tmp_path, GOOD))
-    spec = parse_spec(raw, "s.yaml")
+    spec = parse_spec(raw, "s.yaml", registry=get_registry())
     bad = spec.model_copy(update={"sweep": {"data.params.n_docs": [4, -1]}})
     with pytest.raises(SpecError, match="sweep.data.params.n_docs=-1"):
-        run_spec(bad, tmp_path / "out", show_progress=False)
+        run_spec(bad, tmp_path / "out", show_progress=False, registry=get_registry())
     assert not (tmp_path / "out" / "results.jsonl").exists()
 
 
@@ -153,7 +155,7 @@ METHOD_SEEDS = GOOD + """baselines:
 
 
 def test_a_method_may_run_its_own_seeds(tmp_path, toy_plugins):
-    cells = expand(load_spec(write(tmp_path, METHOD_SEEDS)), toy_plugins)
+    cells = expand(load_spec(write(tmp_path, METHOD_SEEDS), registry=get_registry()), toy_plugins)
     seeds = {}
     for c in cells:
         seeds.setdefault(c.method, set()).add(c.seed)
@@ -163,7 +165,7 @@ def test_a_method_may_run_its_own_seeds(tmp_path, toy_plugins):
 @pytest.mark.parametrize("bad, fragment", [("seeds: [7]", "seeds: [7, 7]"), ("seeds: [7]", "seeds: []")])
 def test_method_seeds_are_validated(tmp_path, toy_plugins, bad, fragment):
     with pytest.raises(SpecError) as info:
-        load_spec(write(tmp_path, METHOD_SEEDS.replace(bad, fragment)))
+        load_spec(write(tmp_path, METHOD_SEEDS.replace(bad, fragment)), registry=get_registry())
     assert "baselines.0.seeds" in str(info.value)
 
 

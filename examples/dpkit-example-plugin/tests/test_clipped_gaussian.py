@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from dpkit.accounting import Ledger
+from dpkit import Ledger
 from dpkit.testing import MechanismContract
 
 ClippedGaussian = pytest.importorskip(
-    "dpkit_example", reason="pip install -e examples/dpkit-example-plugin").ClippedGaussian
+    "dpkit_example.mechanism", reason="pip install -e examples/dpkit-example-plugin").ClippedGaussian
 
 
 class TestClippedGaussianContract(MechanismContract):

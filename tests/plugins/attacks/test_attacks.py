@@ -8,13 +8,8 @@ from dpkit.contract.attacks import run_attack
 from dpkit.contract.context import AttackContext
 from dpkit.release.view import ServerView
 from dpkit.testing.strategies_tokens import random_space
-from dpkit_attacks import (
-    AttributeInference,
-    NNInversion,
-    TokenRecovery,
-    attribute_inference,
-    substitute_recovery,
-)
+from dpkit_attacks.attribute import AttributeInference, attribute_inference
+from dpkit_attacks.inversion import NNInversion, TokenRecovery, substitute_recovery
 
 
 CTX = AttackContext(torch.device("cpu"), seed=0)

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from dpkit.accounting import KAnonymityGuarantee
 from dpkit.testing.strategies_tokens import random_space
-from dpkit_baselines import CusText, CusTextPlus
+from dpkit_baselines.custext import CusText, CusTextPlus
 
 
 def test_sets_partition_vocabulary_with_size_k():

@@ -5,7 +5,8 @@ import math
 import torch
 
 from dpkit.text.space import EmbeddingSpace
-from dpkit_baselines import CusText, SanText
+from dpkit_baselines.custext import CusText
+from dpkit_baselines.santext import SanText
 from dpkit_baselines.sampling import exact_pairwise_l2
 
 

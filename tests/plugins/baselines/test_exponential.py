@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit.text.space import EmbeddingSpace
 from dpkit.testing.strategies_tokens import random_space, spaces
-from dpkit_baselines import SanText, SanTextPlus
+from dpkit_baselines.santext import SanText, SanTextPlus
 
 
 def max_log_ratio_excess(mech, space, eps):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dpkit.accounting import MetricDpGuarantee
 from dpkit.testing.strategies_tokens import random_space
-from dpkit_baselines import LaplaceDx, Text2Text
+from dpkit_baselines.laplace import LaplaceDx, Text2Text
 
 
 def gen(seed=0):

@@ -84,7 +84,7 @@ def test_word_benchmarks():
 
 def test_catalogue_registers_every_dataset():
     reg = Registry()
-    dpkit_datasets.dpkit_register_datasets(lambda cls: reg.add("dataset", cls, "datasets"))
+    dpkit_datasets.dpkit_register_datasets(lambda cls, **how: reg.add("dataset", cls, "datasets", **how))
     assert set(reg.names("dataset")) == {
         "20newsgroups", "reuters_r8", "reuters_r52", "rotten_tomatoes", "tweets_sentiment",
         "news_articles", "movie_polarity", "wordsim353", "simlex999", "analogies", "local_files"}

@@ -16,6 +16,7 @@ from dpkit.accounting import Ledger
 from dpkit.contract.context import RunContext
 
 from .conftest import SMALL, TEACHER
+from dpkit.contract.plugins import get_registry
 
 
 def test_opacus_accountant_agrees_with_dpkit_ledger():
@@ -116,7 +117,7 @@ def test_the_dpsgd_audit_trains_the_steps_it_charges(monkeypatch):
                         or real_record(ctx, spends))
     params = {"target_epsilon": 2.0, "steps": 40, "steps_by_epsilon": {2.0: 7},
               "sampling_rate": 0.05, "dim": 4, "pairs_per_doc": 2}
-    audit_defense("dped_dpsgd", params, canaries=20, seed=0)
+    audit_defense("dped_dpsgd", params, canaries=20, seed=0, registry=get_registry())
     assert trained == charged == [7]
 
 

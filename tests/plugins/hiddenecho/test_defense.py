@@ -56,7 +56,7 @@ def test_hiddenecho_trains_meters_and_spends(setup):
     assert m["layers_sent"] == 2 and m["width_sent"] == 8
     spends = ctx.ledger.spends
     assert len(spends) == 2 and spends[0].count == m["tokens_privatized"]
-    assert spends[0].guarantee == MetricDpGuarantee(40.0, "l2", "tiny-encoder", "token")
+    assert spends[0].guarantee == MetricDpGuarantee(40.0, "l2", setup[2].name, "token")
     # 32 training texts in batches of 16 for 1 epoch: 2 steps of gradients sent up, uncovered
     assert spends[1].count == 2 and "gradients" in spends[1].guarantee.reason
     assert ctx.ledger.summary()["epsilon"] == float("inf") and ctx.ledger.eta_per_token() == 40.0

@@ -15,7 +15,7 @@ SENTENCES = ["A man is eating food.", "A man is eating a piece of bread."]
 
 def build(name: str, **params):
     reg = Registry()
-    dpkit_models.dpkit_register_models(lambda cls: reg.add("model", cls, "models"))
+    dpkit_models.dpkit_register_models(lambda cls, **how: reg.add("model", cls, "models", **how))
     return reg.build("model", name, params)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dpkit.spec import load_spec
+from dpkit.contract.plugins import get_registry
 
 SPECS = Path(__file__).resolve().parents[3] / "specs"
 NAMES = ("obfuslm.yaml", "obfuslm_budget.yaml", "paper/obfuslm.yaml")
@@ -15,13 +16,13 @@ BUDGET = {"max_train", "epochs"}
 
 
 def methods(name: str) -> dict[str, dict]:
-    spec = load_spec(SPECS / name)
+    spec = load_spec(SPECS / name, registry=get_registry())
     return {m.display: dict(m.params) for m in [spec.defense, *spec.baselines]}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_cell_stops_on_enough_validation_texts_without_shrinking_its_budget(name):
-    spec = load_spec(SPECS / name)
+    spec = load_spec(SPECS / name, registry=get_registry())
     split = spec.data.params["max_examples"]
     for label, params in methods(name).items():
         assert params["patience"] >= 3 and params["stop_on"] == "accuracy", label
@@ -32,10 +33,9 @@ def test_every_cell_stops_on_enough_validation_texts_without_shrinking_its_budge
 
 def test_the_budget_axis_differs_only_in_the_budget():
     low, high = methods("obfuslm.yaml"), methods("obfuslm_budget.yaml")
-    assert load_spec(SPECS / "obfuslm.yaml").model_dump(include={"data", "model", "attacks",
-                                                                 "seeds"}) == \
-        load_spec(SPECS / "obfuslm_budget.yaml").model_dump(include={"data", "model", "attacks",
-                                                                     "seeds"})
+    shared = {"data", "model", "attacks", "seeds"}
+    assert load_spec(SPECS / "obfuslm.yaml", registry=get_registry()).model_dump(include=shared) == \
+        load_spec(SPECS / "obfuslm_budget.yaml", registry=get_registry()).model_dump(include=shared)
     for label in ("ObfusLM", "Plaintext"):
         a, b = low[label], high[label]
         assert (a["max_train"], b["max_train"]) == (1200, 4800)

@@ -12,7 +12,7 @@ SPECS = Path(__file__).resolve().parents[3] / "specs"
 
 def snd_denoisers(name: str) -> list[dict]:
     """The denoiser settings of every method of a spec that runs the ``snd`` defense."""
-    spec = load_spec(SPECS / name, get_registry())
+    spec = load_spec(SPECS / name, registry=get_registry())
     methods = [spec.defense, *spec.baselines]
     return [dict(m.params)["denoiser"] for m in methods if m.name == "snd"]
 

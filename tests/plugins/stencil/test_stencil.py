@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit.testing.strategies_tokens import random_space
-from dpkit_stencil import DxStencil, Stencil, max_contribution, window_matrix, window_offsets
+from dpkit_stencil.mechanisms import DxStencil, Stencil
+from dpkit_stencil.window import max_contribution, window_matrix, window_offsets
 
 sigmas = st.sampled_from([0.25, 0.5, 0.75, 1.0, 1.25, 3.0, 50.0])
 
@@ -86,3 +87,19 @@ def test_even_window_caps_preservation():
     keep_odd = float((odd.privatize(ids, space=space, generator=g) == ids).float().mean())
     keep_even = float((even.privatize(ids, space=space, generator=g) == ids).float().mean())
     assert keep_odd > 0.95 and keep_even < keep_odd
+
+
+@pytest.mark.parametrize("L", [1, 2, 3, 5, 8, 13])
+@pytest.mark.parametrize("sigma", [0.5, 1.25, 4.0])
+def test_pure_python_contribution_bound_equals_the_window_matrix(L, sigma):
+    """max_contribution (no torch: a spec's guarantee is checked without it) is the largest column
+    sum of the torch window matrix dχ-STENCIL mixes with."""
+    from_matrix = max(float(window_matrix(n, L, sigma).sum(0).max()) for n in range(1, 3 * L + 3))
+    assert max_contribution(L, sigma) == pytest.approx(from_matrix, abs=1e-12)
+
+
+def test_dx_stencil_draws_on_the_registered_laplace_dx_stream():
+    """privatize_text's common random numbers: dχ-STENCIL names laplace_dx's noise stream."""
+    from dpkit.contract.plugins import get_registry
+
+    assert DxStencil.noise_stream == get_registry().get("mechanism", "laplace_dx").cls.noise_stream
