@@ -28,29 +28,52 @@ FIXED_GRID = ("dpkit runs a fixed grid, which Papernot & Steinke's bound does no
               "a random number of runs): the best cell is charged as every candidate composed")
 
 
-def dataset_ids(registry: Registry | None = None) -> Any:
-    """A ``data ref -> DatasetId`` function; a dataset that cannot be built is keyed by its name."""
+def ref_key(data: Mapping[str, Any]) -> str:
+    """A data ref as one string (name and params), the key of :func:`recorded_datasets`."""
+    return json.dumps([data.get("name"), data.get("params") or {}], sort_keys=True, default=str)
+
+
+def recorded_datasets(spec: Any, rows: Iterable[CellResult], registry: Registry) -> dict:
+    """The identity of each data ref of ``rows`` (``ref_key -> {name, fingerprint, basis}``), for
+    the run folder: a later ``dpkit report`` composes by it without loading a dataset."""
+    of, default = dataset_ids(registry), spec.data.model_dump(mode="json")
+    out = {}
+    for r in rows:
+        data = r.data or default
+        ident = of(data)
+        out[ref_key(data)] = {"name": ident.name, "fingerprint": ident.fingerprint,
+                              "basis": ident.basis}
+    return out
+
+
+def dataset_ids(registry: Registry | None = None, recorded: Mapping[str, Any] | None = None) -> Any:
+    """A ``data ref -> DatasetId`` function: the identity the run recorded (``recorded``, from
+    :func:`recorded_datasets`), else fingerprinted with ``registry``; a dataset that cannot be
+    built is keyed by its name."""
     ids = None
     if registry is not None:
         ids = DatasetIds(registry)
 
     def of(data: Mapping[str, Any]) -> DatasetId:
+        known = (recorded or {}).get(ref_key(data))
+        if known:
+            return DatasetId(known["name"], known["fingerprint"], known["basis"])
         if ids is not None:
             try:
                 return ids(dict(data))
             except Exception as exc:  # noqa: BLE001 - a report must render without the plug-in
                 reason = f"{type(exc).__name__}: {exc}"
         else:
-            reason = "no registry given"
+            reason = "the run folder records no identity for it"
         key = json.dumps(data.get("name"), default=str)
         return DatasetId(str(data.get("name")), f"name:{key}", f"not fingerprinted ({reason})")
     return of
 
 
-def row_spends(rows: Iterable[CellResult], spec: Any,
-               registry: Registry | None = None) -> list[CellSpends]:
+def row_spends(rows: Iterable[CellResult], spec: Any, registry: Registry | None = None,
+               recorded: Mapping[str, Any] | None = None) -> list[CellSpends]:
     """:class:`CellSpends` of finished rows (``data`` from the row, else the spec's)."""
-    of = dataset_ids(registry)
+    of = dataset_ids(registry, recorded)
     default = spec.data.model_dump(mode="json")
     return [CellSpends(r.key, r.method, of(r.data or default),
                        r.ledger.get("neighboring", "add_remove"),
@@ -126,12 +149,12 @@ def spec_privacy_text(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rows_privacy(spec: Any, rows: Sequence[CellResult],
-                 registry: Registry | None = None) -> dict:
-    """:func:`spec_privacy` of a run's finished rows, datasets fingerprinted with ``registry``
-    (None: keyed by name)."""
+def rows_privacy(spec: Any, rows: Sequence[CellResult], registry: Registry | None = None,
+                 recorded: Mapping[str, Any] | None = None) -> dict:
+    """:func:`spec_privacy` of a run's finished rows, each dataset as the run recorded it
+    (``recorded``), else fingerprinted with ``registry`` (None: keyed by name)."""
     rows = as_results(rows)
-    return spec_privacy(spec, row_spends(rows, spec, registry), rows)
+    return spec_privacy(spec, row_spends(rows, spec, registry, recorded), rows)
 
 
 def plan_privacy(spec: Any, plans: list[dict[str, Any]], registry: Registry | None = None) -> dict:

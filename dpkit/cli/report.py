@@ -118,8 +118,11 @@ def _report(args) -> int:
         _write_rows(rows, out)
     registry = _registry()
     reference = merge_references([read_reference(f) for f in folders])
-    write_outputs(spec, _relabel_cells(spec, registry), rows, out, registry, reference)
-    print(render_table(spec, rows, wide=args.wide, registry=registry, reference=reference))
+    # datasets as the run recorded them (reference.json): a report loads none
+    write_outputs(spec, _relabel_cells(spec, registry), rows, out, registry, reference,
+                  fingerprint=False)
+    print(render_table(spec, rows, wide=args.wide, registry=registry, reference=reference,
+                       fingerprint=False))
     print(f"\n{len(rows)} cells from {len(folders)} folder(s), seeds {spec.seeds}; "
           f"{written_files(out)}")
     return 0
@@ -133,7 +136,8 @@ def merge_references(references: list[dict | None]) -> dict | None:
         return None
     labels = {json.dumps(entry, sort_keys=True): entry for r in kept for entry in r.get("labels", [])}
     return {**kept[0], "spaces": {k: v for r in kept for k, v in r.get("spaces", {}).items()},
-            "labels": list(labels.values())}
+            "labels": list(labels.values()),
+            "datasets": {k: v for r in kept for k, v in r.get("datasets", {}).items()}}
 
 
 def _write_rows(rows: list[CellResult], out: Path) -> None:

@@ -83,12 +83,14 @@ def metric_columns(rows: list[CellResult], report) -> list[str]:
 
 
 def render_table(spec, rows: list[CellResult], wide: bool = False,
-                 registry: Registry | None = None, reference: dict | None = None) -> str:
+                 registry: Registry | None = None, reference: dict | None = None,
+                 fingerprint: bool = True) -> str:
     """The results table (mean ± 95 % half-width over seeds) with its reference rows (no noise,
     chance), which way each column is better, the guarantees in words, then the claims' verdicts;
     compact (headline metrics and guarantees) unless ``wide``. ``reference`` is the run's
     ``reference.json`` (:mod:`dpkit.report.reference`); without it only dpkit's cache is read.
-    ``registry`` fingerprints the datasets (None: each is keyed by its name)."""
+    The spec's privacy composes each dataset as ``reference`` records it, else as ``registry``
+    fingerprints it when ``fingerprint`` (loading it), else by its name."""
     rows = as_results(rows)
     if not rows:
         return "(no finished cells yet)"
@@ -112,7 +114,9 @@ def render_table(spec, rows: list[CellResult], wide: bool = False,
                      "95 % interval and n.")
     text = render_rows(with_arrows(headers, metrics), body) + "\n" + "\n".join(
         wrap(note) for note in notes)
-    text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows, registry))}"
+    recorded = (reference or {}).get("datasets")
+    ids = registry if fingerprint else None
+    text += f"\n\n{spec_privacy_text(rows_privacy(spec, rows, ids, recorded))}"
     verdicts = format_verdicts(evaluate_all(spec, rows))
     return text + (f"\n\n{verdicts}" if verdicts else "")
 
@@ -176,7 +180,8 @@ def write_ledger(rows: list[CellResult], path: Path, total: dict | None = None) 
 
 
 def write_outputs(spec, cells, rows: list[CellResult], out: Path,
-                  registry: Registry | None = None, reference: dict | None = None) -> None:
+                  registry: Registry | None = None, reference: dict | None = None,
+                  fingerprint: bool = True) -> None:
     """results.csv (summary), cells.csv, ledger.json, claims.json, spec.json and the plot for the
     finished rows (relabelled from ``cells`` when given); ``registry`` fingerprints the datasets
     (None: each is keyed by its name); ``reference.json`` (and the plot's reference levels) when
@@ -191,7 +196,8 @@ def write_outputs(spec, cells, rows: list[CellResult], out: Path,
         write_reference(reference, out / REFERENCE_FILE)
     write_summary_csv(rows, out / "results.csv")
     write_cells_csv(rows, out / "cells.csv")
-    total = rows_privacy(spec, rows, registry)
+    total = rows_privacy(spec, rows, registry if fingerprint else None,
+                         (reference or {}).get("datasets"))
     write_ledger(rows, out / "ledger.json", total)
     from dpkit.base.jsonutil import json_safe  # η = ∞ in params stays "inf", not null
 

@@ -50,7 +50,10 @@ def measure_reference(spec: Any, rows: list[CellResult], registry: Any) -> dict:
         value = measure_scale(space, model, registry)
         if value is not None:
             spaces[space] = value
-    return {"format": FORMAT, "spaces": spaces, "labels": _label_counts(spec, rows, registry)}
+    from dpkit.budget.summary import recorded_datasets
+
+    return {"format": FORMAT, "spaces": spaces, "labels": _label_counts(spec, rows, registry),
+            "datasets": recorded_datasets(spec, rows, registry)}
 
 
 def _label_counts(spec: Any, rows: list[CellResult], registry: Any) -> list[dict]:

@@ -131,3 +131,12 @@ def test_merged_folders_keep_their_reference(finished_run, tmp_path, offline):
     merged = tmp_path / "merged"
     assert "| chance (reference)" in offline(finished_run, other, out=merged)
     assert (merged / "reference.json").read_text() == (finished_run / "reference.json").read_text()
+
+
+def test_the_offline_report_composes_each_dataset_as_the_run_fingerprinted_it(finished_run, offline):
+    """The spec's total in ledger.json is the run's, keyed by the records the run hashed (recorded in
+    reference.json), not by the dataset's name, though the report loads no dataset."""
+    before = (finished_run / "ledger.json").read_text()
+    assert "records:" in before and "not fingerprinted" not in before
+    offline(finished_run)
+    assert (finished_run / "ledger.json").read_text() == before

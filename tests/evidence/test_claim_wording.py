@@ -3,6 +3,8 @@ an interrupted run's claims waiting for cells rather than naming a missing metho
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from dpkit.evidence import Claim, evaluate, evaluate_all, format_verdicts
@@ -54,13 +56,14 @@ def test_a_method_without_finished_cells_is_waiting_not_missing():
     assert "no method labelled 'Typo'" in typo.reason  # not a label of the spec: said so
 
 
-def paired(diffs_by_eta: dict[float, list[float]], a="Cosine", b="Laplace") -> list[dict]:
+def paired(diffs_by_eta: dict[float, list[float]], a="Cosine", b="Laplace") -> list[CellResult]:
     out = []
     for eta, diffs in diffs_by_eta.items():
         for seed, d in enumerate(diffs):
             for method, value in ((a, 0.6 + d), (b, 0.6)):
-                out.append({"method": method, "point": {"eta": eta}, "params": {}, "seed": seed,
-                            "metrics": {"accuracy": value}, "privacy": {}})
+                out.append(CellResult(key=f"{method}{eta}{seed}", method=method,
+                                      point={"eta": eta}, seed=seed,
+                                      metrics={"accuracy": value}))
     return out
 
 
@@ -103,7 +106,8 @@ def test_a_relative_claim_names_the_factor_and_several_points_name_the_axis_once
 def test_large_effects_are_written_without_exponents():
     claim = Claim(method="DPED", versus="PATE", metric="perplexity", direction="less",
                   over="eta")
-    result = evaluate(claim, [{**r, "metrics": {"perplexity": 1500 + 400 * (r["method"] == "DPED")
-                                                + r["metrics"]["accuracy"] * 1000}}
-                              for r in paired({1.0: [0.01, 0.2, 0.05]}, "DPED", "PATE")])
+    rows = [dataclasses.replace(r, metrics={"perplexity": 1500 + 400 * (r.method == "DPED")
+                                            + r.metrics["accuracy"] * 1000})
+            for r in paired({1.0: [0.01, 0.2, 0.05]}, "DPED", "PATE")]
+    result = evaluate(claim, rows)
     assert "e+" not in result.power_note and "e-" not in result.power_note

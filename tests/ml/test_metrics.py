@@ -47,7 +47,8 @@ def test_report_aggregate_keeps_nan_of_any_seed():
 
     from dpkit.report import aggregate
 
-    rows = [{"method": "m", "point": {}, "metrics": {"acc": v}} for v in (0.5, math.nan)]
+    rows = [{"key": f"k{i}", "seed": i, "method": "m", "point": {}, "metrics": {"acc": v}}
+            for i, v in enumerate((0.5, math.nan))]
     for ordered in (rows, rows[::-1]):
         (agg,) = aggregate(ordered)
         assert math.isnan(agg["values"]["acc"])
