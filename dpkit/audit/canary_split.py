@@ -132,18 +132,18 @@ def laplace_law_p_value(upload: torch.Tensor, sent: torch.Tensor, eta: float,
 
 @contextlib.contextmanager
 def record_uploads(wire) -> Iterator[list[torch.Tensor]]:
-    """Record every floating-point tensor sent up ``wire`` (its real rows) while inside."""
-    from dpkit.release.wire import UP
-
+    """Record every floating-point tensor sent up ``wire`` (its real rows: those the release's
+    declared padding does not mark) while inside."""
     uploads: list[torch.Tensor] = []
     original = wire.send
 
-    def recording(name, tensor, direction=UP, **kwargs):
-        if direction == UP and tensor.is_floating_point():
-            rows = kwargs.get("rows")
-            real = tensor[rows.bool()] if rows is not None else tensor
-            uploads.append(real.detach().cpu().clone())
-        return original(name, tensor, direction, **kwargs)
+    def recording(name, tensor=None):
+        if tensor is not None and tensor.is_floating_point():
+            sent = tensor.detach().cpu()
+            release = wire.releases.get(name)
+            real = release.real(sent) if release is not None else None
+            uploads.append((sent if real is None else sent[real]).clone())
+        return original(name, tensor)
 
     wire.send = recording
     try:

@@ -46,14 +46,20 @@ def build_defense(defense: Any, params: dict | None = None, registry: Any = None
 
 def audit_context(seed: int, delta: float, device: str = "cpu", accountant: str = "rdp",
                   say: Callable[[str], None] | None = None) -> Any:
-    """A fresh RunContext (no dataset or model; the audit builds its own) with an empty ledger."""
+    """A fresh RunContext (no dataset or model; the audit builds its own) with an empty ledger.
+
+    Its wire reaches the defense's server in this process: the canary auditor scores what was
+    sent up (recorded at the wire), not what the server kept, so the server needs no isolation
+    here, and a test-only defense works.
+    """
     from dpkit.accounting import Ledger
+    from dpkit.boundary.session import connector
     from dpkit.contract.context import RunContext
     from dpkit.contract.plugins import get_registry
 
     return RunContext(dataset=None, model=None, device=resolve_device(device), seed=seed,
                       ledger=Ledger(delta=delta, accountant=accountant), registry=get_registry(),
-                      progress=say)
+                      progress=say, connect=connector("inprocess"))
 
 
 def audit_defense(defense: Any, params: dict | None = None, *, canaries: int = 1000,
