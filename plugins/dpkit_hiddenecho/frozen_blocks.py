@@ -4,14 +4,13 @@ Below the first LoRA adapter nothing is trained and the received noisy embedding
 and reused every epoch, so with dropout off those blocks return the same states for an example
 in every epoch. :class:`FrozenBlockCache` keeps each example's outputs of those blocks (real
 positions only, keyed by the bytes of the embeddings the server received) and replays them on
-later passes instead of running the blocks again. Cells of a spec that share the model and
-the noisy embeddings (HiddenEcho, its baselines and ablations at one seed and η) share the
-stored states through :func:`shared_store`. This is server-side computation only: what crosses
-the wire is unchanged.
+later passes instead of running the blocks again. The store belongs to one server, that is to
+one cell: a server process never holds another cell's states. This is server-side computation
+only: what crosses the wire is unchanged.
 
 States computed under bfloat16 autocast (``precision="bf16"``) differ from fp32 ones by rounding,
-so every store holds one precision: :func:`shared_store` keeps one store per precision, and a
-cache refuses a store of the other precision and a forward run at a precision other than its own.
+so every store holds one precision: a cache refuses a store of the other precision and a forward
+run at a precision other than its own.
 """
 
 from __future__ import annotations
@@ -23,13 +22,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from dpkit import content_key, process_cache
-
 MAX_STORED_BYTES = 4 * 2**30
 PRECISIONS = ("fp32", "bf16")
-_STORES = process_cache("hiddenecho.frozen_states", "per-example outputs of the frozen blocks "
-                        "below the LoRA adapters, by frozen weights, block count and precision",
-                        max_entries=2)
 
 
 class StateStore(dict):
@@ -56,15 +50,6 @@ def active_precision(device_type: str) -> str:
         return "fp32"
     dtype = torch.get_autocast_dtype(device_type)
     return "bf16" if dtype == torch.bfloat16 else str(dtype)
-
-
-def shared_store(body: nn.Module, n_frozen: int, precision: str = "fp32") -> StateStore:
-    """The process-wide store for ``body``'s frozen weights, ``n_frozen`` and ``precision`` (one
-    per model and precision: fp32 and bf16 cells never share states)."""
-    frozen = {name: p for name, p in body.named_parameters() if not p.requires_grad}
-    frozen.update(dict(body.named_buffers()))
-    return _STORES.get_or_build((content_key(frozen), n_frozen, _checked(precision)),
-                                lambda: StateStore(precision))
 
 
 def example_keys(received: torch.Tensor, mask: torch.Tensor) -> list[bytes]:
@@ -100,7 +85,7 @@ class FrozenBlockCache:
         self.precision = _checked(precision)
         if store is not None and store.precision != precision:
             raise ValueError(f"FrozenBlockCache at precision {precision!r} was given a store of "
-                             f"{store.precision!r} states; use shared_store(..., precision="
+                             f"{store.precision!r} states; use StateStore(precision="
                              f"{precision!r})")
         self.blocks = list(blocks)[:n_frozen]
         adapted = {id(m) for block in list(blocks)[n_frozen:] for m in block.modules()}

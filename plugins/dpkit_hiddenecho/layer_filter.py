@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from dpkit_hiddenecho.server import ReplaceOutput, transformer_blocks
+from dpkit_hiddenecho.body import ReplaceOutput, transformer_blocks
 
 
 def readout_direction(last: torch.Tensor) -> torch.Tensor:

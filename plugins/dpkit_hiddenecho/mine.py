@@ -83,3 +83,20 @@ def sample_tokens(mask: torch.Tensor, limit: int, generator: torch.Generator) ->
 def token_rows(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Rows ``[k, d]`` of ``states`` ``[B, n, d]`` at flat token positions ``index``."""
     return states.reshape(-1, states.shape[-1])[index]
+
+
+def ib_term(critics: nn.ModuleList, x: torch.Tensor, states: list[torch.Tensor],
+            idx: torch.Tensor, steps: int, generator: torch.Generator,
+            bounds: list[float]) -> torch.Tensor:
+    """Mean MINE estimate of I(x; H_i^dn) over the sent layers at token positions ``idx`` (each
+    critic fitted ``steps`` times first); the critics' mean bound after fitting goes to
+    ``bounds``. Zero when there are no critics."""
+    if not len(critics):
+        return torch.zeros((), device=x.device)
+    total, fitted = 0.0, 0.0
+    for critic, h in zip(critics, states):
+        y = token_rows(h, idx)
+        fitted += critic.fit(x, y, steps, generator)
+        total = total + critic.estimate(x, y, generator)
+    bounds.append(fitted / len(critics))
+    return total / len(critics)

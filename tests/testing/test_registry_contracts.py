@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
 
 import dpkit.contract.plugins
 from dpkit.testing import AttackContract, DefenseContract, MechanismContract
@@ -109,23 +108,16 @@ def _attack_view(self, space):
 
 
 def tiny_context(name: str):
-    """A run context on CPU: generated labelled text and a tiny encoder (causal LM if needed)."""
-    from dpkit.accounting import Ledger
-    from dpkit.contract.context import RunContext
+    """A run context on CPU: generated labelled text and a tiny encoder (causal LM if needed),
+    its server reached through the wire (in this process, bytes both ways)."""
     from dpkit.models import tiny_causal, tiny_encoder
-    from dpkit.testing.textdata import generated_dataset
-
-    from dpkit.boundary.session import connector
     from dpkit.runner.execute import seed_everything
-    from dpkit.testing.params_contract import register_test_model
+    from dpkit.testing.params_contract import tiny_context as context
+    from dpkit.testing.textdata import generated_dataset
 
     model = tiny_causal() if name in CAUSAL else tiny_encoder()
     seed_everything(0)  # as the runner does before every cell
-    registry = _registry()
-    return RunContext(dataset=generated_dataset(), model=model, device=torch.device("cpu"),
-                      seed=0, ledger=Ledger(), registry=registry,
-                      model_ref=register_test_model(registry, model),
-                      connect=connector("inprocess"))
+    return context(model, generated_dataset(), registry=_registry())
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -6,10 +6,11 @@ import dpkit_hiddenecho.defense as defense
 import pytest
 import torch
 
-from dpkit.accounting import Ledger, NoGuarantee
-from dpkit.contract.context import RunContext
-from dpkit.models import tiny_encoder
+from dpkit.accounting import NoGuarantee
 from dpkit.contract.plugins import get_registry
+from dpkit.models import tiny_encoder
+from dpkit.testing.boundary import attack_metrics
+from dpkit.testing.params_contract import tiny_context
 from dpkit.testing.textdata import generated_dataset as dataset
 
 SMALL = {"epochs": 1, "batch_size": 16, "train_examples": 32, "test_examples": 16,
@@ -36,8 +37,7 @@ def run(model, data, name, params, seed=0, monkeypatch=None):
 
         monkeypatch.setattr(defense, "privatize_split", record)
     registry = get_registry()
-    ctx = RunContext(dataset=data, model=model, device=torch.device("cpu"), seed=seed,
-                     ledger=Ledger(), registry=registry)
+    ctx = tiny_context(model, data, registry=registry, seed=seed)
     result = registry.build("defense", name, params).run(ctx)
     if monkeypatch is not None:
         monkeypatch.undo()
@@ -76,6 +76,8 @@ def test_noiseless_hiddenecho_reaches_the_non_private_reference(model):
     embeddings = ctx.ledger.spends[0].guarantee
     assert isinstance(embeddings, NoGuarantee) and "η = ∞" in embeddings.reason
     assert ceiling.metrics["ep"] == 0.0  # every sent token is its own nearest neighbour
+    # the attack, where the server is, inverts every row it kept: the truth lists them in order
+    assert attack_metrics(ctx, ceiling, "nn_inversion", {"ks": [1]})["inversion_top1"] == 1.0
     assert reference.metrics["auc"] > 0.8  # the task is learnt without noise (measured 0.87)
     assert ceiling.metrics["auc"] >= reference.metrics["auc"] - 0.05  # measured 0.998
     assert noisy.metrics["auc"] < ceiling.metrics["auc"] - 0.2  # measured 0.48 at η = 2

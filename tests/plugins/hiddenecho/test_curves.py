@@ -9,6 +9,8 @@ from dpkit.models import tiny_encoder
 from dpkit.contract.plugins import get_registry
 from dpkit_hiddenecho.data import PrivateSplit, hold_out, validation_size
 
+from dpkit.testing.boundary import server_of
+
 from .test_defense import HE, SMALL, run, toy_dataset
 
 TWO_EPOCHS = {**HE, "epochs": 2}
@@ -34,7 +36,8 @@ def test_every_trained_part_records_one_point_per_epoch(setup):
     assert m["converged"] in (0.0, 1.0) and 0 <= m["curves_not_converged"] <= 3
     # 32 training texts: the last 3 (10 %) validate, 29 train; test texts never validate
     assert m["train_examples_used"] == 29 and m["val_examples"] == 3
-    assert ctx.wire.batches["validation"] == 2 and ctx.wire.bytes("validation") > 0
+    validation = ctx.wire.bytes("validation")
+    assert validation > 0 and validation / ctx.wire.per_batch("validation") == 2
 
 
 def test_ldp_has_only_the_split_model_curve(setup):
@@ -84,24 +87,25 @@ def test_hold_out_takes_the_last_training_examples():
         validation_size(2, 0.5)
 
 
-def test_cached_layer_filter_gives_the_uncached_metrics(setup, monkeypatch):
-    from dpkit.base.cache import clear_memo
-    from dpkit_hiddenecho import defense
+def test_each_cell_runs_its_own_layer_filter_on_what_crossed(setup, monkeypatch):
+    """No cross-cell memo: every cell's server scores the samples it received itself (two
+    cells, two filter runs), on exactly the rows of the layer_filter phase."""
+    from dpkit_hiddenecho import server as server_module
 
-    clear_memo()
-    torch.manual_seed(0)
-    cold, _ = run(setup, "hiddenecho", HE)
+    calls = []
+    original = server_module.layer_contributions
 
-    def recomputed(*args, **kwargs):
-        raise AssertionError("the layer filter's scores were recomputed instead of reused")
+    def recorded(model, x, mask, *args, **kwargs):
+        calls.append(x[mask].clone())
+        return original(model, x, mask, *args, **kwargs)
 
-    monkeypatch.setattr(defense, "layer_contributions", recomputed)
-    torch.manual_seed(0)
-    warm, _ = run(setup, "hiddenecho", HE)
-    timing = {"epoch_seconds", "epoch_cpu_seconds"}
-    assert {k: v for k, v in cold.metrics.items() if k not in timing} == \
-        {k: v for k, v in warm.metrics.items() if k not in timing}
-    assert cold.training_curves == warm.training_curves
+    monkeypatch.setattr(server_module, "layer_contributions", recorded)
+    first, ctx = run(setup, "hiddenecho", HE)
+    again, _ = run(setup, "hiddenecho", HE)
+    assert len(calls) == 2 and torch.equal(calls[0], calls[1])
+    sent_rows = ctx.wire.bytes("layer_filter", "up", "embeddings") // (32 * 4)  # padded batch
+    assert sent_rows % 4 == 0 and 4 * 3 <= len(calls[0]) <= sent_rows  # 4 samples, real rows
+    assert first.metrics["lowest_layer_sent"] == again.metrics["lowest_layer_sent"]
 
 
 def test_patience_stops_on_validation_and_keeps_the_best_epoch(setup, monkeypatch):
@@ -119,6 +123,14 @@ def test_patience_stops_on_validation_and_keeps_the_best_epoch(setup, monkeypatc
     assert m["val_loss_final"] == 0.5 and m["steps_trained"] == 4
     # the ledger declared gradients for all 6 epochs: an early stop only under-uses it
     assert ctx.ledger.spends[1].count == 6 * 2
+    # the server put back its own parameters of the kept epoch (it kept one set per epoch)
+    server = server_of(ctx)
+    assert sorted(server.snapshots) == [1, 2, 3, 4]
+    kept = server.snapshots[2]
+    for module, state in zip(server.snapshot_modules(), kept):
+        now = dict(module.named_parameters()) | dict(module.named_buffers())
+        assert all(torch.equal(now[name], value) for name, value in state.items())
+    assert result.wire_bytes["restore_up_schedule"] == 8  # the kept epoch, one int64
 
 
 def test_patience_without_validation_is_refused():

@@ -1,4 +1,6 @@
-"""End-to-end smoke of hiddenecho / hiddenecho_full / hiddenecho_ldp on a tiny encoder."""
+"""End-to-end smoke of hiddenecho / hiddenecho_full / hiddenecho_ldp on a tiny encoder, with the
+server part behind the wire (in this process, bytes both ways; see test_boundary.py for its own
+process)."""
 
 import math
 import random
@@ -8,12 +10,15 @@ import torch
 
 import dpkit
 from dpkit.accounting import Ledger, MetricDpGuarantee
-from dpkit.contract.context import RunContext
-from dpkit.data.types import TextDataset, TextSplit
 from dpkit.base.errors import BudgetExceededError
-from dpkit.models import tiny_encoder
+from dpkit.boundary.session import connector
+from dpkit.contract.context import RunContext
 from dpkit.contract.plugins import get_registry
+from dpkit.data.types import TextDataset, TextSplit
+from dpkit.models import tiny_encoder
 from dpkit.testing import DefenseContract
+from dpkit.testing.boundary import server_of, server_view
+from dpkit.testing.params_contract import register_test_model, tiny_context
 
 POS, NEG = ["good", "great", "love", "fresh"], ["bad", "hate", "rotten", "plot"]
 FILLER = ["the", "movie", "film", "story", "actor", "was", "a", "and", "it"]
@@ -40,11 +45,19 @@ def setup():
     return get_registry(), toy_dataset(), tiny_encoder(32, 3, 2, 0)
 
 
-def run(setup, name, params, ledger=None):
+def context(registry, dataset, model, ledger=None, seed=0, server="inprocess", model_ref=None):
+    """A run context whose server (``inprocess``, or ``process``: its own process, which loads
+    ``model_ref`` by name) is built by the runner's connector."""
+    ledger = ledger if ledger is not None else Ledger()
+    return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=seed,
+                      ledger=ledger, registry=registry,
+                      model_ref=model_ref or register_test_model(registry, model),
+                      connect=connector(server))
+
+
+def run(setup, name, params, ledger=None, **kwargs):
     registry, dataset, model = setup
-    ctx = RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=0,
-                     ledger=ledger if ledger is not None else Ledger(),
-                     registry=registry)
+    ctx = context(registry, dataset, model, ledger, **kwargs)
     return registry.build("defense", name, params).run(ctx), ctx
 
 
@@ -55,18 +68,21 @@ def test_hiddenecho_trains_meters_and_spends(setup):
     assert 0.0 <= m["auc"] <= 1.0 and 0.0 <= m["ep"] <= 1.0 and m["epoch_cpu_seconds"] > 0
     assert m["layers_sent"] == 2 and m["width_sent"] == 8
     spends = ctx.ledger.spends
-    assert len(spends) == 2 and spends[0].count == m["tokens_privatized"]
+    assert len(spends) == 3 and spends[0].count == m["tokens_privatized"]
     assert spends[0].guarantee == MetricDpGuarantee(40.0, "l2", setup[2].name, "token")
-    # 32 training texts in batches of 16 for 1 epoch: 2 steps of gradients sent up, uncovered
+    # 32 training texts, 3 held out, batches of 16 for 1 epoch: 2 steps of gradients, uncovered
     assert spends[1].count == 2 and "gradients" in spends[1].guarantee.reason
+    assert spends[2].count == 1 and "training steps" in spends[2].guarantee.reason
     assert ctx.ledger.summary()["epsilon"] == float("inf") and ctx.ledger.eta_per_token() == 40.0
-    assert ctx.wire.unsent(result.view) == []
-    assert result.wire_bytes["total"] == sum(v for k, v in result.wire_bytes.items() if k != "total")
-    assert result.wire_bytes["train_up_gradients"] == result.wire_bytes["train_down_hidden_states"]
-    view = result.view
-    assert view.observed["embeddings"].shape == (view.truth["token_ids"].numel(), 32)
-    specials = setup[2].special_token_ids()
-    assert not torch.isin(view.truth["token_ids"], specials).any()
+    # every real row of every split crossed once (reused rows are free), none beyond
+    assert ctx.wire.units["embeddings"] == m["tokens_privatized"]
+    wire = result.wire_bytes
+    assert wire["total"] == sum(v for k, v in wire.items() if k != "total")
+    assert wire["train_up_gradients"] == wire["train_down_embeddings"]  # both states trained
+    view = server_view(ctx)
+    truth = result.truth["token_ids"]
+    assert view["embeddings"].shape == (truth.numel(), 32)
+    assert not torch.isin(truth, setup[2].special_token_ids()).any()
     after = setup[2].server.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before), "the shared model was modified"
 
@@ -87,6 +103,7 @@ def test_ablations_are_params(setup):
     res, _ = run(setup, "hiddenecho", {**HE, "layers": "fixed", "reduction": "linear",
                                        "residual": False})
     assert res.metrics["layers_sent"] == 2 and res.metrics["width_sent"] == 8
+    assert "layer_filter_up_embeddings" not in res.wire_bytes  # fixed layers: no filter samples
     with pytest.raises(dpkit.base.errors.ParamsError, match="reduction"):
         setup[0].build("defense", "hiddenecho_full", {"eta": 1.0, "reduction": "ib"})
 
@@ -112,6 +129,14 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     assert all(a >= b for a, b in zip(rates[9:], rates[10:]))
     assert rates[-1] == pytest.approx(1 / 90) and warmup_then_decay(5, 0.0)(0) == 1.0
 
+
+def test_the_server_schedule_follows_the_step_count_the_client_sent(setup):
+    result, ctx = run(setup, "hiddenecho", {**HE, "epochs": 3})
+    server = server_of(ctx)
+    # 29 training texts in batches of 16: 2 steps an epoch, 6 in all; the rate ends at 0
+    assert server.schedule.last_epoch == 6
+    assert server.optimizer.param_groups[0]["lr"] == pytest.approx(0.0)
+    assert result.wire_bytes["setup_up_schedule"] == 8  # one int64 before training
 
 
 def test_runs_on_a_causal_decoder_with_last_token_pooling():
@@ -148,9 +173,9 @@ def test_a_bf16_cell_is_close_to_fp32_and_sends_and_spends_the_same(setup, name,
         k: v for k, v in fp32.metrics.items() if "bytes" in k or k == "ep"}
     assert bf16_ctx.ledger.summary() == fp32_ctx.ledger.summary()
     assert bf16_ctx.ledger.spends == fp32_ctx.ledger.spends
-    assert bf16.view.observed["embeddings"].dtype == torch.float32
-    torch.testing.assert_close(bf16.view.observed["embeddings"],
-                               fp32.view.observed["embeddings"], atol=0, rtol=0)
+    seen, seen_fp32 = server_view(bf16_ctx)["embeddings"], server_view(fp32_ctx)["embeddings"]
+    assert seen.dtype == torch.float32
+    torch.testing.assert_close(seen, seen_fp32, atol=0, rtol=0)
 
 
 class TestHiddenEchoContract(DefenseContract):
@@ -159,9 +184,7 @@ class TestHiddenEchoContract(DefenseContract):
     invalid_params = [{**HE, "eta": -1.0}, {**HE, "reduction": "pca"}]
 
     def make_context(self):
-        return RunContext(dataset=toy_dataset(), model=tiny_encoder(32, 3, 2, 0),
-                          device=torch.device("cpu"), seed=0, ledger=Ledger(),
-                          registry=get_registry())
+        return tiny_context(tiny_encoder(32, 3, 2, 0), toy_dataset())
 
 
 class TestHiddenEchoLdpContract(TestHiddenEchoContract):

@@ -5,10 +5,9 @@ import torch
 
 from dpkit.models import tiny_encoder
 from dpkit.contract.plugins import get_registry
-from dpkit_hiddenecho import protocol as protocol_module
-from dpkit.base.cache import caches
-from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache, StateStore, example_keys, shared_store
-from dpkit_hiddenecho.server import attach_lora, block_outputs, private_copy, transformer_blocks
+from dpkit.testing.boundary import server_of
+from dpkit_hiddenecho.body import attach_lora, block_outputs, private_copy, transformer_blocks
+from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache, StateStore, example_keys
 
 from .test_defense import HE, SMALL, run, toy_dataset
 
@@ -112,57 +111,45 @@ def setup():
     return get_registry(), toy_dataset(), tiny_encoder(32, 3, 2, 0)
 
 
-def captured_protocols(monkeypatch):
-    made = []
-    original = protocol_module.SplitProtocol.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        made.append(self)
-
-    monkeypatch.setattr(protocol_module.SplitProtocol, "__init__", init)
-    return made
-
-
-def test_reuse_changes_no_result_of_a_defense_run(setup, monkeypatch):
-    made = captured_protocols(monkeypatch)
+def test_reuse_changes_no_result_of_a_defense_run(setup):
     torch.manual_seed(0)
-    reused, _ = run(setup, "hiddenecho", TWO_EPOCHS)
+    reused, reused_ctx = run(setup, "hiddenecho", TWO_EPOCHS)
     torch.manual_seed(0)
-    computed, _ = run(setup, "hiddenecho", {**TWO_EPOCHS, "reuse_frozen": False})
-    assert made[0].frozen.hits > 0 and made[1].frozen.hits == 0
+    computed, computed_ctx = run(setup, "hiddenecho", {**TWO_EPOCHS, "reuse_frozen": False})
+    assert server_of(reused_ctx).frozen.hits > 0 and server_of(computed_ctx).frozen.hits == 0
     torch.testing.assert_close(reused.training_curves[0]["train_loss"],
                                computed.training_curves[0]["train_loss"], atol=1e-5, rtol=1e-5)
     assert reused.metrics["auc"] == pytest.approx(computed.metrics["auc"], abs=1e-6)
 
 
-def test_frozen_blocks_drop_out_only_when_asked(setup, monkeypatch):
-    made = captured_protocols(monkeypatch)
+def test_frozen_blocks_drop_out_only_when_asked(setup):
     modes = []
     ldp = {**SMALL, "lora_layers": 1}
-    run(setup, "hiddenecho_ldp", {**ldp, "frozen_dropout": True})
-    run(setup, "hiddenecho_ldp", ldp)
-    assert made[0].frozen is None and made[1].frozen is not None
-    for proto in made:
-        proto.train(True)
-        blocks = transformer_blocks(proto.model.server, 3)
+    servers = [server_of(run(setup, "hiddenecho_ldp", params)[1])
+               for params in ({**ldp, "frozen_dropout": True}, ldp)]
+    assert servers[0].frozen is None and servers[1].frozen is not None
+    for server in servers:
+        server.set_mode(True)
+        blocks = transformer_blocks(server.model.server, 3)
         modes.append([b.training for b in blocks])
     assert modes == [[True, True, True], [False, False, True]]
 
 
-def test_cells_sharing_model_and_noise_share_the_stored_states(setup, monkeypatch):
-    made, results = captured_protocols(monkeypatch), []
-    for reuse in (False, True, True):
+def test_cells_never_share_stored_states(setup):
+    """One store per server, that is per cell: a second cell with the same model and the same
+    noisy embeddings computes its frozen blocks again (a server never holds another cell's
+    states) and gives the same results."""
+    results, servers = [], []
+    for _ in range(2):
         torch.manual_seed(0)  # module initialisation and dropout draw from the global generator
-        results.append(run(setup, "hiddenecho_ldp", {**SMALL, "lora_layers": 1,
-                                                     "reuse_frozen": reuse})[0])
-    computed, first, second = results
-    assert made[2].frozen.store is made[1].frozen.store
-    assert made[2].frozen.misses == 0 and made[2].frozen.hits > 0  # every batch replayed
-    for result in (first, second):
-        torch.testing.assert_close(result.training_curves[0]["train_loss"],
-                                   computed.training_curves[0]["train_loss"],
-                                   atol=1e-5, rtol=1e-5)
+        result, ctx = run(setup, "hiddenecho_ldp", {**SMALL, "lora_layers": 1, "epochs": 2})
+        results.append(result)
+        servers.append(server_of(ctx))
+    first, second = servers
+    assert first.frozen.store is not second.frozen.store
+    assert (second.frozen.misses, second.frozen.hits) == (first.frozen.misses, first.frozen.hits)
+    assert second.frozen.misses > 0 and second.frozen.hits > 0  # computed in epoch 1, replayed
+    assert results[0].training_curves == results[1].training_curves
 
 
 def test_a_full_store_stops_growing_and_the_blocks_run_again():
@@ -191,15 +178,6 @@ def bf16_forward(model, noisy, mask, cache=None):
             return block_outputs(model, noisy, mask.long())
         with cache.batch(noisy, mask):
             return block_outputs(model, noisy, mask.long())
-
-
-def test_stores_are_kept_per_precision():
-    model = lora_model()
-    fp32, bf16 = (shared_store(model.server, 2, p) for p in ("fp32", "bf16"))
-    assert fp32 is not bf16 and (fp32.precision, bf16.precision) == ("fp32", "bf16")
-    assert shared_store(model.server, 2, "bf16") is bf16
-    with pytest.raises(ValueError, match="precision must be one of"):
-        shared_store(model.server, 2, "fp16")
 
 
 def test_a_cache_refuses_a_store_or_a_forward_of_another_precision():
@@ -240,20 +218,20 @@ def test_bf16_states_are_replayed_as_computed_and_differ_from_fp32_ones():
     assert not torch.allclose(reference[2] * real, fp32[2] * real, atol=1e-5, rtol=1e-5)
 
 
-def test_fp32_and_bf16_cells_keep_their_own_stored_states(setup, monkeypatch):
-    caches()["hiddenecho.frozen_states"].clear()
-    made, results = captured_protocols(monkeypatch), []
+def test_fp32_and_bf16_cells_keep_their_own_stored_states(setup):
+    results, made = [], []
     for precision, reuse in (("fp32", True), ("bf16", True), ("bf16", False)):
         torch.manual_seed(0)
-        results.append(run(setup, "hiddenecho_ldp", {**SMALL, "lora_layers": 1, "epochs": 2,
-                                                     "reuse_frozen": reuse,
-                                                     "precision": precision})[0])
+        result, ctx = run(setup, "hiddenecho_ldp", {**SMALL, "lora_layers": 1, "epochs": 2,
+                                                    "reuse_frozen": reuse, "precision": precision})
+        results.append(result)
+        made.append(server_of(ctx))
     fp32, bf16, _ = made
     assert (fp32.frozen.store.precision, bf16.frozen.store.precision) == ("fp32", "bf16")
     assert bf16.frozen.store is not fp32.frozen.store
     assert len(bf16.frozen.store) == len(fp32.frozen.store) > 0
-    # the bf16 cell computed its own states in epoch 1 (none from the fp32 cell's store) and
-    # replayed them from epoch 2 on, as the fp32 cell did
+    # the bf16 cell computed its own states in epoch 1 and replayed them from epoch 2 on, as
+    # the fp32 cell did
     assert (bf16.frozen.misses, bf16.frozen.hits) == (fp32.frozen.misses, fp32.frozen.hits)
     assert bf16.frozen.hits > 0
     # replayed bf16 states give the bf16 cell that computes them every epoch, up to rounding

@@ -12,7 +12,7 @@ from dpkit_hiddenecho.layer_filter import (
     readout_direction,
     select_layers,
 )
-from dpkit_hiddenecho.server import ReplaceOutput, transformer_blocks
+from dpkit_hiddenecho.body import ReplaceOutput, transformer_blocks
 from torch import nn
 
 from dpkit.models import tiny_encoder
