@@ -116,10 +116,15 @@ def tiny_context(name: str):
 
     from dpkit.runner.execute import seed_everything
 
+    from dpkit.boundary.session import connector
+    from dpkit.testing.params_contract import register_test_model
+
     model = tiny_causal() if name in CAUSAL else tiny_encoder()
     seed_everything(0)  # as the runner does before every cell
+    registry = _registry()  # the defense's server loads the model by name, in this process
     return RunContext(dataset=generated_dataset(), model=model, device=torch.device("cpu"),
-                      seed=0, ledger=Ledger(), registry=_registry())
+                      seed=0, ledger=Ledger(), registry=registry,
+                      model_ref=register_test_model(registry, model), connect=connector("inprocess"))
 
 
 @pytest.fixture(autouse=True, scope="module")
