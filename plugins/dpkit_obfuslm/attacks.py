@@ -1,10 +1,12 @@
 """Attacks on an obfuscated model: KNN+, token-frequency (TFA) and a learned inversion.
 
-All read the same server view: ``observed["obfuscated_table"]`` (the table the server holds, rows
-in obfuscated-id order), ``observed["token_ids"]`` (the client's documents as obfuscated ids);
+They run where the server is (:mod:`dpkit_obfuslm.server`), on what it holds:
+``observed["obfuscated_table"]`` (its input table, rows in obfuscated-id order, after its own
+fine-tuning), ``observed["token_ids"]`` (the client's documents as the obfuscated ids it received);
 ``knowledge["original_table"]`` (the public pretrained table), ``knowledge["public_token_ids"]``
 (a public corpus tokenized with the public tokenizer), ``knowledge["obfuscation"]`` (the public
-algorithm's parameters), ``knowledge["special_ids"]``; and score against ``truth["token_ids"]``.
+algorithm's parameters), ``knowledge["special_ids"]``. Their guesses cross back as data (tensors,
+numbers, dicts) and are scored on the client against ``truth["token_ids"]``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import ClassVar
 import torch
 
 import dpkit
-from dpkit import convergence_metrics, nearest
+from dpkit import TrainingCurve, convergence_metrics, nearest
 from dpkit_obfuslm.scoring import score_documents
 from dpkit_obfuslm.params import KnnPlusParams, LearnedInversionParams
 
@@ -73,8 +75,9 @@ class TokenFrequency(dpkit.Component):
         observed = _tokens(view)
         vocab = int(view.knowledge["original_table"].shape[0])
         if not view.knowledge.get("public_token_ids"):
-            raise ValueError("token_frequency: the server view has no public corpus; set the "
-                             "defense's public_dataset (or public_share > 0)")
+            raise ValueError("token_frequency: the server has no public corpus to match "
+                             "frequencies against; set the defense's public_dataset (a public "
+                             "dataset that shares no record with the private data)")
         public = torch.cat([t.reshape(-1).cpu() for t in view.knowledge["public_token_ids"]])
         pub_freq = torch.bincount(public, minlength=vocab).double() / max(public.numel(), 1)
         all_obs = torch.cat([t.reshape(-1).cpu() for t in view.observed["token_ids"]])
@@ -114,12 +117,12 @@ class LearnedInversion(dpkit.Component):
         with torch.no_grad():
             guess = inverter(rows[uniq.to(rows.device)])
         _, ids = nearest(guess, table, k=3, metric="cosine")
-        return _guesses(view, ids.cpu()[inverse.cpu()], curve=curve)
+        return _guesses(view, ids.cpu()[inverse.cpu()], curve=curve.to_dict())
 
     def score(self, guesses: dict, truth: dict) -> dict[str, float]:
         """Top-1 / top-3 recovery and ROUGE-L of the inverted rows (and the inverter's curve)."""
         scores = _score(guesses, truth, "inv")
-        curve = guesses["curve"]
+        curve = TrainingCurve.from_dict(guesses["curve"])
         if curve.steps:  # attack metrics join the cell's: prefixed, so the defense's flag stays
             scores.update({f"inv_{k}": v for k, v in convergence_metrics([curve]).items()})
         return scores

@@ -1,8 +1,11 @@
-"""Shared pieces of the ObfusLM defenses: params, data selection, the obfuscation step, the view."""
+"""Shared pieces of the ObfusLM defenses: params, the client's obfuscation step, the releases, and
+how the obfuscated model is laid out on the wire (both ends use the same layout)."""
 
 from __future__ import annotations
 
+import copy
 import time
+from typing import Any
 
 import torch
 
@@ -11,6 +14,10 @@ from dpkit import NoGuarantee, Release
 from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
 from dpkit_obfuslm.obfuscate import ObfuscatedTables, install_tables, obfuscate_tables
 from dpkit_obfuslm.params import ObfuscationParams
+
+ID_PADDING = -1
+"""Padding of the id streams on the wire: real ids are ≥ 0, so the wire verifies the padding and
+the server gets the lengths (and never learns the obfuscated id of the tokenizer's [PAD])."""
 
 PLAINTEXT_REASON = ("plaintext baseline: the server receives the real token ids and the original "
                     "embedding table, so nothing is hidden")
@@ -26,21 +33,51 @@ HIDDEN_REASON = ("ObfusLM+ sends the whole model transformed over its hidden dim
                  "obfuscated table, public weights and fresh noise only")
 
 
-def obfuscation_knowledge(p: ObfuscationParams) -> dict:
-    """The public algorithm parameters an attacker is assumed to know."""
+
+
+def obfuscation_knowledge(p: Any) -> dict:
+    """The public algorithm parameters an attacker is assumed to know ({} when ``p`` does not
+    obfuscate: the plaintext baselines)."""
+    if not isinstance(p, ObfuscationParams) or not getattr(p, "obfuscate", True):
+        return {}
     return {"k": p.k, "beta": p.beta, "epsilon": p.epsilon, "calibration": p.calibration,
             "mix": p.mix, "plus": p.plus, "k_star": p.k_star, "epsilon_star": p.epsilon_star}
 
 
-def obfuscate_model(ctx, server: torch.nn.Module, table: torch.Tensor, head: torch.Tensor | None,
-                    p: ObfuscationParams) -> tuple[ObfuscatedTables, dict[str, float]]:
-    """Obfuscate tables and install them (and ObfusLM+) in ``server`` (the copy the server will
-    receive); nothing is sent here. Returns the tables and metrics; see :func:`releases`."""
+def untied_head(model: torch.nn.Module) -> torch.nn.Parameter | None:
+    """The LM head's weight when it is not the input table itself (None for encoders and tied
+    heads, whose table is the input table)."""
+    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if out is None or out.weight is model.get_input_embeddings().weight:
+        return None
+    return out.weight
+
+
+def table_params(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters sent as ``tables``: the input table, then the untied LM head if any."""
+    head = untied_head(model)
+    return [model.get_input_embeddings().weight, *([] if head is None else [head])]
+
+
+def layer_params(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """Every other parameter, in ``model.parameters()`` order (ObfusLM+'s ``hidden_layers``)."""
+    tables = {id(t) for t in table_params(model)}
+    return [q for q in model.parameters() if id(q) not in tables]
+
+
+def obfuscate_model(ctx, model, p: ObfuscationParams
+                    ) -> tuple[ObfuscatedTables, dict[str, float], dict[str, torch.Tensor]]:
+    """Obfuscate the public model's tables on the client (release noise: the run's noise secret)
+    and, with ``plus``, transform a copy of the whole model; returns the tables (the client
+    keeps the key), metrics, and what crosses the wire: ``tables`` ``[n, V, d]`` (input table,
+    untied LM head) and, with ``plus``, ``hidden_layers`` (every other parameter, flat)."""
     started = time.perf_counter()
-    gen = ctx.generator("obfuslm.obfuscate")
-    tables = obfuscate_tables(table, head, k=p.k, beta=p.beta, epsilon=p.epsilon, generator=gen,
+    gen = ctx.noise_generator("obfuslm.obfuscate")
+    head = untied_head(model.server)
+    table = model.embedding_table.float()
+    tables = obfuscate_tables(table, None if head is None else head.detach().float(), k=p.k,
+                              beta=p.beta, epsilon=p.epsilon, generator=gen,
                               calibration=p.calibration, mix=p.mix)
-    install_tables(server, tables)
     clusters, w = tables.clusters, tables.weights
     sizes = clusters.sizes.float()
     real = w.clusters.members >= 0
@@ -51,21 +88,30 @@ def obfuscate_model(ctx, server: torch.nn.Module, table: torch.Tensor, head: tor
                "singleton_share": float((sizes == 1).sum()) / table.shape[0],
                "mean_noise_scale": float(w.noise_scale[real].mean()),
                "paper_noise_scale": float(w.paper_scale[real].mean())}
+    dtype = model.server.get_input_embeddings().weight.dtype
+    sent = {"tables": torch.stack([t.to(dtype) for t in (tables.embeddings, tables.head)
+                                   if t is not None])}
     if p.plus:
+        transformed = copy.deepcopy(model.server)
+        install_tables(transformed, tables)
         key = hidden_key(tables.embeddings, k=p.k_star, beta=p.beta, epsilon=p.epsilon_star,
                          generator=gen)
-        obfuscate_hidden(server, key)
+        obfuscate_hidden(transformed, key)
+        sent = {"tables": torch.stack([t.detach() for t in table_params(transformed)]),
+                "hidden_layers": torch.cat([t.detach().reshape(-1)
+                                            for t in layer_params(transformed)])}
         metrics.update({"plus_k_achieved": float(key.clusters.k_achieved),
                         "plus_epsilon": key.epsilon})
     metrics["obfuscate_s"] = time.perf_counter() - started
     ctx.say(f"obfuscated {table.shape[0]} rows into {sizes.numel()} clusters "
             f"(achieved k={clusters.k_achieved}, {clusters.share_below_k:.1%} below k)")
-    return tables, metrics
+    return tables, metrics, sent
 
 
 def releases(tables: ObfuscatedTables | None, p: ObfuscationParams | None, n_ids: int,
              n_labels: int) -> list[Release]:
-    """What the client sends: the obfuscated tables ((k, ε)), the id stream and the labels (∞).
+    """What the client sends: the obfuscated tables ((k, ε)), the id stream (padded with
+    :data:`ID_PADDING`, which the wire verifies and does not count) and the labels (∞).
 
     The plaintext baseline (``tables=None``) sends the real ids: one ∞ entry with its reason.
     """
@@ -73,44 +119,28 @@ def releases(tables: ObfuscatedTables | None, p: ObfuscationParams | None, n_ids
     if tables is None:
         out.append(Release("token_ids", NoGuarantee(PLAINTEXT_REASON),
                            "obfuslm plaintext baseline: real token ids", count=max(1, n_ids),
-                           unit="element"))
+                           unit="element", padding=ID_PADDING))
     else:
+        assert p is not None
         out.append(Release("tables", tables.guarantee(), f"obfuslm tables (k={p.k}, "
                            f"eps={p.epsilon}, {p.calibration} noise; per token)", unit="send"))
         if p.plus:
             out.append(Release.uncovered("hidden_layers", HIDDEN_REASON, unit="send"))
-        out.append(Release.uncovered("token_ids", IDS_REASON, count=max(1, n_ids), unit="element"))
+        out.append(Release.uncovered("token_ids", IDS_REASON, count=max(1, n_ids), unit="element",
+                                     padding=ID_PADDING))
     if n_labels:
         out.append(Release.uncovered("labels", LABELS_REASON, count=n_labels))
     return out
 
 
-def send_model(wire: dpkit.Wire, server: torch.nn.Module, p: ObfuscationParams) -> None:
-    """Send what the server receives: the input table it holds and, for ObfusLM+, every other
-    parameter of the model (all transformed over the hidden dimension), flattened into one."""
-    table = server.get_input_embeddings().weight
-    wire.send("tables", table.detach())
-    if p.plus:
-        layers = [t.detach().reshape(-1) for t in server.parameters() if t is not table]
-        wire.send("hidden_layers", torch.cat(layers))
+def padded_ids(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``ids`` with every padding position set to :data:`ID_PADDING` (what crosses the wire)."""
+    return ids.masked_fill(mask == 0, ID_PADDING)
 
 
-def public_documents(ctx, dataset: str | None, params: dict, fallback: list[str],
-                     limit: int) -> list[str]:
-    """Texts of the attacker's public corpus (a registered dataset, or held-out client-side data)."""
-    if dataset is None:
-        return fallback[:limit]
-    data = ctx.load_dataset(dataset, params)
-    split = "train" if "train" in data.splits else next(iter(data.splits))
-    return list(data[split].texts[:limit])
-
-
-def build_view(wire: dpkit.Wire, truth: list[torch.Tensor], original_table: torch.Tensor,
-               public_ids: list[torch.Tensor], special_ids: torch.Tensor, knowledge: dict,
-               forward: torch.Tensor) -> dpkit.ServerView:
-    """The ServerView the ObfusLM attacks read: ``obfuscated_table`` and ``token_ids`` as
-    observed on ``wire``, the public table and corpus as knowledge, the key as truth."""
-    return wire.view(
-        knowledge={"original_table": original_table.detach(), "public_token_ids": public_ids,
-                   "special_ids": special_ids, "obfuscation": knowledge},
-        truth={"token_ids": truth, "vocab_key": forward})
+def received_ids(message: dpkit.Message) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ids (padding set to 0: masked out, any id does) and the attention mask of an id stream
+    message, the mask from the padding the wire verified."""
+    mask = message.mask if message.mask is not None else \
+        torch.ones_like(message.tensor, dtype=torch.bool)
+    return message.tensor.long().masked_fill(~mask, 0), mask.long()

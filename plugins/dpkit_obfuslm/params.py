@@ -57,13 +57,14 @@ class TrainParams(dpkit.TrainingParams.part(
                                   "(random windows of 8 batches sorted by length, batches "
                                   "shuffled): less padding, same kind of random batches")
     max_test: int | None = Field(None, ge=1, description="cap on inference texts")
-    public_dataset: str | None = Field(None, description="attacker's public corpus (registered "
-                                       "dataset); default: held-out part of the train split")
+    public_dataset: str | None = Field(None, description="the attacker's public corpus (a "
+                                       "registered dataset that shares no record with the "
+                                       "private data; the server loads it by name); none: "
+                                       "token_frequency has nothing to match against")
     public_params: dict = Field(default_factory=dict)
     public_max: int = Field(2000, ge=1, description="public texts the attacker tokenizes")
-    public_share: float = Field(0.2, ge=0.0, lt=1.0, description="share of the train split held "
-                                "out as the attacker's public corpus when public_dataset is unset")
-    attack_docs: int = Field(400, ge=1, description="client documents placed in the server view")
+    attack_docs: int = Field(400, ge=1, description="received documents the attacks see (the "
+                             "first ones the server received: training texts first)")
 
 
 class ObfusLMParams(ObfuscationParams, TrainParams):

@@ -1,16 +1,23 @@
-"""Fixtures for the ObfusLM plug-in tests: tiny models, a tiny labelled corpus, a RunContext."""
+"""Fixtures for the ObfusLM plug-in tests: tiny models, a tiny labelled corpus, a public corpus
+the server may load by name, and a RunContext whose server runs in this process (bytes both ways)."""
 
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 import pytest
 import torch
+from pydantic import Field
 
+import dpkit
 from dpkit.accounting import Ledger
+from dpkit.boundary.session import connector
 from dpkit.contract.context import RunContext
-from dpkit.data.types import TextDataset, TextSplit
 from dpkit.contract.plugins import get_registry
+from dpkit.contract.registry import Registry
+from dpkit.data.types import TextDataset, TextSplit
+from dpkit.testing.params_contract import register_test_model
 
 GOOD = ["good", "great", "love", "fresh", "fun"]
 BAD = ["bad", "hate", "rotten", "boring", "poor"]
@@ -35,16 +42,55 @@ def tiny_corpus(n: int, seed: int = 0) -> TextDataset:
                        label_names=("neg", "pos"))
 
 
+class TinyPublic:
+    """Public sentences over the tiny tokenizer's words (another seed than any private corpus)."""
+
+    name: ClassVar[str] = "obfuslm_tiny_public"
+
+    class Params(dpkit.Params):
+        n: int = Field(200, ge=2)
+
+    def __init__(self, params):
+        self.params = params
+
+    def load(self) -> TextDataset:
+        return tiny_corpus(self.params.n, seed=1234)
+
+
+PUBLIC = {"public_dataset": TinyPublic.name, "public_params": {"n": 200}}
+"""Defense params naming the tiny public corpus as the attacker's public data."""
+
+_REGISTRY: list[Registry] = []
+
+
+def obfus_registry() -> Registry:
+    """The installed plug-ins plus the tiny public corpus (one per test session)."""
+    if not _REGISTRY:
+        reg = Registry()
+        for kind, entries in get_registry().entries.items():
+            reg.entries[kind].update(entries)
+        reg.modules.update(get_registry().modules)
+        reg.add("dataset", TinyPublic, "obfuslm-tests")
+        _REGISTRY.append(reg)
+    return _REGISTRY[0]
+
+
+
+
 def make_ctx(model, dataset, seed: int = 0) -> RunContext:
-    """A RunContext on CPU with a fresh ledger."""
+    """A RunContext on CPU with a fresh ledger; the defense's server runs in this process and
+    loads ``model`` by name (it still receives everything as bytes)."""
+    registry = obfus_registry()
     return RunContext(dataset=dataset, model=model, device=torch.device("cpu"), seed=seed,
-                      ledger=Ledger(delta=1e-5), registry=get_registry())
+                      ledger=Ledger(delta=1e-5), registry=registry,
+                      model_ref=register_test_model(registry, model),
+                      connect=connector("inprocess"))
 
 
-def run_defense(name: str, params: dict, model, data):
+def run_defense(name: str, params: dict, model, data, seed: int = 0):
     """Build the registered defense ``name`` and run it in a fresh context: (result, ctx)."""
-    ctx = make_ctx(model, data)
-    return get_registry().build("defense", name, params).run(ctx), ctx
+    ctx = make_ctx(model, data, seed)
+    return ctx.registry.build("defense", name, params).run(ctx), ctx
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,9 @@ from dpkit_obfuslm.inversion import CURVE_POINTS, train_inverter
 from dpkit_obfuslm.obfuscate import VocabKey
 
 from dpkit.data.types import TextDataset, TextSplit
-from dpkit.models import tiny_causal
 from dpkit.ml.training import TrainingCurve
-from dpkit.contract.attacks import run_attack
+from dpkit.models import tiny_causal
+from dpkit.testing.boundary import attack_metrics, server_of
 from tests.plugins.obfuslm.conftest import run_defense
 
 CONVERGENCE = {"converged", "curves_not_converged", "train_loss_final", "val_loss_final"}
@@ -32,10 +32,11 @@ def test_fine_tuning_records_a_validated_curve(encoder, corpus, name):
     assert all(math.isfinite(v) for v in curve.train_loss + curve.val_loss)
     assert CONVERGENCE <= set(result.metrics)
     assert result.metrics["train_loss"] == result.metrics["train_loss_final"] == curve.final_train
-    # 160 train texts, a fifth held out for the attacker: 128; a tenth of them validate
-    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (115, 13)
+    # 160 train texts, a tenth of them validate (the test texts' labels never cross)
+    assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (144, 16)
     labels = [s for s in ctx.ledger.spends if s.label.startswith("labels")]
-    assert ctx.wire.units["labels"] == 128 and [s.count for s in labels] == [128]
+    assert ctx.wire.units["labels"] == 160 and [s.count for s in labels] == [160]
+    assert set(server_of(ctx).labels) == {"train", "validation"}
 
 
 def test_validation_comes_after_the_capped_training_texts(encoder, corpus):
@@ -43,7 +44,9 @@ def test_validation_comes_after_the_capped_training_texts(encoder, corpus):
     assert (result.metrics["train_examples"], result.metrics["validation_examples"]) == (50, 5)
     client = ObfusClient(encoder, VocabKey.identity(encoder.vocab_size), 64)
     expected = client.tokenize(corpus["train"].texts[50:55])  # the texts right after training's
-    assert torch.equal(ctx.wire.observed["validation_ids"], expected.ids)
+    received = server_of(ctx).received("validation")
+    assert torch.equal(received.mask, expected.mask)
+    assert all(torch.equal(a, b) for a, b in zip(received.documents(), expected.documents()))
 
 
 def test_fine_tuning_validation_never_reads_test_data(encoder, corpus):
@@ -61,7 +64,7 @@ def test_fine_tuning_validation_never_reads_test_data(encoder, corpus):
 
 def test_too_few_texts_for_validation_is_explained(encoder, corpus_factory):
     with pytest.raises(ValueError, match="validation_share"):
-        run_defense("obfuslm_plaintext", {"public_share": 0.0, "validation_share": 0.4},
+        run_defense("obfuslm_plaintext", {"validation_share": 0.4},
              encoder, corpus_factory(3))
 
 
@@ -79,8 +82,8 @@ def test_inverter_curve_points_and_held_out_draw(encoder, steps, points):
 
 def test_learned_inversion_reports_its_convergence(encoder, corpus):
     result, ctx = run_defense("obfuslm", OBFUS, encoder, corpus)
-    scores = run_attack(LearnedInversion(LearnedInversion.Params(steps=10, draws=1, hidden=32)),
-                        result.view, ctx)
+    scores = attack_metrics(ctx, result, "learned_inversion", {"steps": 10, "draws": 1,
+                                                               "hidden": 32})
     assert {f"inv_{k}" for k in CONVERGENCE} <= set(scores)
     assert "converged" not in scores  # the defense's own flag is not overwritten
 
@@ -175,12 +178,12 @@ def test_validation_rounds_span_epochs_and_keep_every_batch():
 def test_validating_every_epoch_of_texts_is_the_epoch_rule(encoder, corpus):
     base = {"epochs": 3, "batch_size": 32, "patience": 3, "stop_on": "accuracy"}
     epochs, _ = run_defense("obfuslm", {**OBFUS, **base}, encoder, corpus)
-    texts, _ = run_defense("obfuslm", {**OBFUS, **base, "validate_every": 115}, encoder, corpus)
+    texts, _ = run_defense("obfuslm", {**OBFUS, **base, "validate_every": 144}, encoder, corpus)
     a, b = epochs.training_curves[0], texts.training_curves[0]
     assert (a["train_loss"], a["val_loss"]) == (b["train_loss"], b["val_loss"])
-    assert a["unit"] == "epoch" and b["unit"] == "round of 115 texts"
-    quarter, _ = run_defense("obfuslm", {**OBFUS, **base, "validate_every": 29}, encoder, corpus)
+    assert a["unit"] == "epoch" and b["unit"] == "round of 144 texts"
+    quarter, _ = run_defense("obfuslm", {**OBFUS, **base, "validate_every": 36}, encoder, corpus)
     steps = quarter.training_curves[0]["steps"]
     assert len(steps) > 3 and quarter.metrics["epochs_trained"] <= 3
     assert quarter.metrics["best_epoch"] == pytest.approx(
-        quarter.training_curves[0]["best_step"] * 29 / 115)
+        quarter.training_curves[0]["best_step"] * 36 / 144)

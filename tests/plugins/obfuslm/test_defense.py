@@ -6,14 +6,13 @@ import math
 
 import pytest
 import torch
-from dpkit_obfuslm.attacks import KnnPlus, LearnedInversion, TokenFrequency
 from dpkit_obfuslm.cluster import embed_cluster
 
-from dpkit.models import tiny_causal, tiny_encoder
 from dpkit.contract.plugins import get_registry
+from dpkit.models import tiny_causal, tiny_encoder
 from dpkit.testing import DefenseContract
-from tests.plugins.obfuslm.conftest import make_ctx, tiny_corpus
-from dpkit.contract.attacks import run_attack
+from dpkit.testing.boundary import attack_metrics, server_view
+from tests.plugins.obfuslm.conftest import PUBLIC, make_ctx, tiny_corpus
 
 FAST = {"epochs": 1, "batch_size": 32}
 
@@ -28,7 +27,7 @@ def run(ctx_factory):
     """Build a registered defense and run it in a fresh context: (result, ctx)."""
     def go(name, params, model, data, seed=0):
         ctx = ctx_factory(model, data, seed)
-        return get_registry().build("defense", name, params).run(ctx), ctx
+        return ctx.registry.build("defense", name, params).run(ctx), ctx
     return go
 
 
@@ -46,10 +45,9 @@ def test_ledger_reports_the_achieved_k_of_the_clustering(encoder, corpus, run):
     reasons = ctx.ledger.no_guarantee_reasons
     assert any("id stream is deterministic" in r for r in reasons)
     assert any("labels" in r and "plaintext" in r for r in reasons)
-    assert ctx.wire.unsent(result.view) == []
     g = ctx.ledger.summary()
     # recompute the clustering the defense made, from its own permutation
-    key = result.view.truth["vocab_key"]
+    key = result.truth["vocab_key"]
     clusters = embed_cluster(encoder.embedding_table[torch.argsort(key)], 6, 0.9)
     assert g["k_achieved"] == clusters.k_achieved == result.metrics["k_achieved"]
     assert g["share_below_k"] == pytest.approx(clusters.share_below_k)
@@ -74,25 +72,31 @@ def test_faithful_noise_is_recorded_as_infinite_epsilon(encoder, corpus, run):
 
 
 def test_attacks_plaintext_versus_obfuscated(encoder, corpus, run):
-    plain, ctx_p = run("obfuslm_plaintext", FAST, encoder, corpus)
-    obf, ctx_o = run("obfuslm", {"k": 10, "beta": 0.9, "epsilon": 0.1, **FAST}, encoder, corpus)
+    plain, ctx_p = run("obfuslm_plaintext", {**FAST, **PUBLIC}, encoder, corpus)
+    obf, ctx_o = run("obfuslm", {"k": 10, "beta": 0.9, "epsilon": 0.1, **FAST, **PUBLIC}, encoder,
+                     corpus)
     assert math.isinf(ctx_p.ledger.summary()["epsilon"])
-    knn = KnnPlus(KnnPlus.Params())
-    assert run_attack(knn, plain.view, ctx_p)["knn_top1"] == 1.0
-    hit = run_attack(knn, obf.view, ctx_o)
+    assert attack_metrics(ctx_p, plain, "knn_plus")["knn_top1"] == 1.0
+    hit = attack_metrics(ctx_o, obf, "knn_plus")
     assert hit["knn_top1"] < 0.9 and hit["knn_top1"] <= hit["knn_top3"]
     # frequency analysis ignores the permutation: same result with or without it
-    tfa = TokenFrequency(TokenFrequency.Params())
-    assert run_attack(tfa, plain.view, ctx_p) == run_attack(tfa, obf.view, ctx_o)
-    inv = LearnedInversion(LearnedInversion.Params(steps=20, draws=1, hidden=32))
-    assert run_attack(inv, plain.view, ctx_p)["inv_top1"] == 1.0
-    assert 0.0 <= run_attack(inv, obf.view, ctx_o)["inv_top1"] < 1.0
+    tfa = attack_metrics(ctx_p, plain, "token_frequency")
+    assert tfa == attack_metrics(ctx_o, obf, "token_frequency") and tfa["tfa_top1"] > 0
+    inv = {"steps": 20, "draws": 1, "hidden": 32}
+    assert attack_metrics(ctx_p, plain, "learned_inversion", inv)["inv_top1"] == 1.0
+    assert 0.0 <= attack_metrics(ctx_o, obf, "learned_inversion", inv)["inv_top1"] < 1.0
+
+
+def test_token_frequency_without_a_public_corpus_is_explained(encoder, corpus, run):
+    result, ctx = run("obfuslm", {"k": 5, "beta": 0.9, **FAST}, encoder, corpus)
+    with pytest.raises(Exception, match="public_dataset"):
+        attack_metrics(ctx, result, "token_frequency")
 
 
 def test_plus_hides_the_table_from_knn(encoder, corpus, run):
     result, ctx = run("obfuslm", {"k": 5, "beta": 0.9, "plus": True, "k_star": 4, **FAST},
                       encoder, corpus)
-    assert run_attack(KnnPlus(KnnPlus.Params()), result.view, ctx)["knn_top1"] < 0.2
+    assert attack_metrics(ctx, result, "knn_plus")["knn_top1"] < 0.2
     assert result.metrics["plus_k_achieved"] >= 1
 
 
@@ -103,8 +107,11 @@ def test_generation_smoke_decodes_on_the_client(run, corpus_factory):
     result, ctx = run("obfuslm_generate", params, model, data)
     assert 0.0 <= result.metrics["rougeL_generation"] <= 1.0
     assert ctx.ledger.summary()["k_requested"] == 5
-    sent = result.view.observed["token_ids"]
+    sent = server_view(ctx)["token_ids"]  # each prompt with the server's completion
     assert len(sent) == 4 and all(len(s) == 9 for s in sent)
+    # the client decodes the server's ids with its key: the truth is the decoded sequences
+    key = result.truth["vocab_key"]
+    assert all(torch.equal(torch.argsort(key)[s], t) for s, t in zip(sent, result.truth["token_ids"]))
 
 
 def test_unlabelled_or_wrong_model_is_explained(corpus, run):

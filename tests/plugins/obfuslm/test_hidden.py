@@ -11,7 +11,6 @@ from dpkit_obfuslm.common import HIDDEN_REASON
 from dpkit_obfuslm.hidden import hidden_key, obfuscate_hidden
 
 from dpkit.models import tiny_causal, tiny_encoder
-from dpkit.contract.plugins import get_registry
 from tests.plugins.obfuslm.conftest import make_ctx
 
 TEXTS = ["the movie was good", "a bad plot and a great actor"]
@@ -94,7 +93,7 @@ def test_plus_second_synthesis_is_on_the_ledger(corpus, plus):
     without ``plus`` nothing of the kind is declared or sent."""
     ctx = make_ctx(tiny_encoder(hidden_size=32), corpus)
     params = {"k": 5, "beta": 0.9, "plus": plus, "k_star": 4, "epochs": 1}
-    get_registry().build("defense", "obfuslm", params).run(ctx)
+    ctx.registry.build("defense", "obfuslm", params).run(ctx)
     hidden = [s for s in ctx.ledger.spends if s.label.startswith("hidden_layers")]
     if not plus:
         assert not hidden and ctx.wire.bytes(name="hidden_layers") == 0

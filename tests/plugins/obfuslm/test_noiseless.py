@@ -7,10 +7,9 @@ import math
 
 import pytest
 import torch
-from dpkit_obfuslm.attacks import KnnPlus
 from dpkit_obfuslm.obfuscate import UNMIXED_REASON, obfuscate_tables
 
-from dpkit.contract.attacks import run_attack
+from dpkit.testing.boundary import attack_metrics
 from tests.plugins.obfuslm.conftest import run_defense
 
 TRAIN = {"epochs": 3, "batch_size": 32, "group_by_length": True}
@@ -39,4 +38,4 @@ def test_noiseless_obfuslm_reaches_the_plaintext_model(encoder, corpus):
                                                                     rel=1e-3)
     (tables,) = [s for s in ctx.ledger.spends if s.label.startswith("obfuslm tables")]
     assert tables.guarantee.reason == UNMIXED_REASON
-    assert run_attack(KnnPlus(KnnPlus.Params()), ceiling.view, ctx)["knn_top1"] == 1.0
+    assert attack_metrics(ctx, ceiling, "knn_plus")["knn_top1"] == 1.0

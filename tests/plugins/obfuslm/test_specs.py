@@ -49,3 +49,22 @@ def test_papers_noise_scale_row_differs_only_in_its_calibration():
     paper, exact = rows["ObfusLM (paper's noise scale)"], rows["ObfusLM"]
     assert paper.pop("calibration") == "faithful" and exact.get("calibration", "exact") == "exact"
     assert paper == exact
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("name", NAMES)
+def test_every_public_corpus_shares_no_record_with_the_private_data(name):
+    """The runner refuses a server's public dataset that holds a private record (the Pang & Lee
+    sentences hold Rotten Tomatoes snippets): each spec's attacker corpus must pass that check."""
+    from dpkit.boundary.public import overlapping_records
+    from dpkit.contract.plugins import get_registry
+
+    registry = get_registry()
+    spec = load_spec(SPECS / name, registry=registry)
+    private = registry.build("dataset", spec.data.name, dict(spec.data.params)).load()
+    corpora = [(p["public_dataset"], p["public_params"]) for p in methods(name).values()
+               if p.get("public_dataset")]
+    assert corpora, f"{name} names no attacker corpus"
+    for dataset, params in corpora:
+        public = registry.build("dataset", dataset, dict(params)).load()
+        assert overlapping_records(private, public) == 0, (name, dataset, params)
