@@ -69,6 +69,22 @@ def assertion_check(name: str, fn: Callable[[], None]) -> Check:
     return Check(name, run)
 
 
+def contract_test(mechanism: str, params: dict, test: str) -> Check:
+    """One ``MechanismContract`` test of ``mechanism`` (e.g. ``test_draws_are_independent``);
+    caught when it fails, not when it skips."""
+    def fn() -> None:
+        import pytest
+
+        from dpkit.testing.contracts import MechanismContract
+
+        suite = type("Suite", (MechanismContract,), {"mechanism": mechanism, "params": params})()
+        try:
+            getattr(suite, test)()
+        except pytest.skip.Exception:
+            pass
+    return assertion_check(f"test {test} ({mechanism})", fn)
+
+
 @dataclass
 class BatteryResult:
     """Outcomes per bug, what the checks said on clean code, and the wall time."""
