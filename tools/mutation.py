@@ -102,15 +102,18 @@ def prepare(module: Module) -> Path:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
-    for name in ("dpkit", "plugins", "tests"):
-        shutil.copytree(ROOT / name, work / name, ignore=ignore)
+    packages = ["dpkit", *sorted(p.name for p in (ROOT / "plugins").glob("dpkit_*") if p.is_dir())]
+    for name in packages:  # plug-ins at the top level: mutmut names modules by their path
+        shutil.copytree(ROOT / ("" if name == "dpkit" else "plugins") / name, work / name,
+                        ignore=ignore)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
     pytest_section = re.search(r"\[tool\.pytest\.ini_options\].*?(?=\n\[)", (ROOT / "pyproject.toml")
                                .read_text(), re.S)
     assert pytest_section, "pyproject.toml has no [tool.pytest.ini_options]"
     settings = pytest_section.group(0).replace('testpaths = ["tests", "examples/dpkit-example-plugin/tests"]',
                                                'testpaths = ["tests"]')
-    mutmut = ["[tool.mutmut]", 'source_paths = ["dpkit", "plugins"]',
-              f"only_mutate = [{module.path!r}]",
+    mutmut = ["[tool.mutmut]", f"source_paths = {packages!r}",
+              f"only_mutate = [{_scratch_path(module.path)!r}]",
               f"pytest_add_cli_args_test_selection = {module.tests!r}",
               'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-p", "no:randomly"]',
               'process_isolation = "forkserver"', "timeout_multiplier = 10.0",
@@ -119,16 +122,20 @@ def prepare(module: Module) -> Path:
     return work
 
 
-def _env(work: Path) -> dict[str, str]:
+def _scratch_path(path: str) -> str:
+    """Where ``path`` lies in the scratch copy (plug-ins at the top level)."""
+    return path.removeprefix("plugins/")
+
+
+def _env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg",
                TOKENIZERS_PARALLELISM="false", PYTHONHASHSEED="0")
-    env["PYTHONPATH"] = os.pathsep.join([str(work / "mutants" / "plugins"), env.get("PYTHONPATH", "")])
     return env
 
 
 def mutant_sources(work: Path, module: Module) -> dict[str, tuple[str, str]]:
     """Mutant name → (function, mutated line(s)) from mutmut's trampolined copy of the module."""
-    tree = ast.parse((work / "mutants" / module.path).read_text())
+    tree = ast.parse((work / "mutants" / _scratch_path(module.path)).read_text())
     bodies: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
@@ -160,10 +167,10 @@ def run_module(module: Module, equivalents: list[dict], say=print) -> Score:
     names = [pattern for f in sorted(module.only_functions or ())
              for pattern in (f"{prefix}.x_{f}__mutmut_*", f"{prefix}.xǁ*ǁ{f}__mutmut_*")]
     cmd = ["nice", "-n", "10", *mutmut, "run", "--max-children", "1", *names]
-    proc = subprocess.run(cmd, cwd=work, env=_env(work), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=work, env=_env(), capture_output=True, text=True)
     log = work / "mutmut.log"
     log.write_text(proc.stdout + proc.stderr)
-    results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=_env(work),
+    results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=_env(),
                              capture_output=True, text=True).stdout
     score = Score(module.path)
     sources = mutant_sources(work, module)
