@@ -147,3 +147,22 @@ def test_teacher_shards_are_disjoint_and_cover_the_corpus():
         moved = sum(a != [j + (j >= 250) for j in b] for a, b in zip(
             [[i for i in s if i != 250] for s in shards], again))
         assert moved <= 1, "removing one document changed more than one shard"
+
+
+def test_each_teacher_adds_one_point_of_the_simplex_per_query():
+    """Soft: every teacher's row is a probability vector, so the sum over N teachers has entries in
+    [0, N] and rows summing to N (the √2 / 1 sensitivities rest on it); hard: N votes per query."""
+    from dpkit_dped.aggregation import teacher_probability_sum, teacher_votes, vote_histogram
+    from dpkit_dped.skipgram import WordModel
+
+    gen = torch.Generator().manual_seed(4)
+    teachers = [WordModel(torch.randn(30, 4, generator=gen) * 3, torch.randn(30, 4, generator=gen))
+                for _ in range(5)]
+    queries = torch.arange(30)
+    soft = teacher_probability_sum(teachers, queries, chunk=7)
+    assert torch.allclose(soft.sum(1), torch.full((30,), 5.0), atol=1e-4)
+    assert float(soft.min()) >= 0 and float(soft.max()) <= 5 + 1e-5
+    votes = teacher_votes(teachers, queries, chunk=7)
+    assert votes.shape == (5, 30) and bool((votes != queries).all()), "a query votes for itself"
+    hist = vote_histogram(votes, 30)
+    assert torch.equal(hist.sum(1), torch.full((30,), 5.0)) and float(hist.max()) <= 5
