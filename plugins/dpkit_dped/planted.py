@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from dpkit.testing.battery import Check, defense_audit, assertion_check
+from dpkit.testing.battery import Check, defense_audit, assertion_check, test_check
 from dpkit.testing.planted import PlantedBug, replace, scale_draws
 
 AGG, SGD = "dpkit_dped.aggregation", "dpkit_dped.sgd"
@@ -33,6 +33,18 @@ def _count_divided(by: int):
             return [(g, label, max(1, count // by)) for g, label, count in original(self, *args)]
         return spends
     return make
+
+
+def _overlapping(original):
+    """Each shard also takes the first document of the next one."""
+    def partition(texts, num_shards, seed):
+        shards = original(texts, num_shards, seed)
+        return [s + shards[(i + 1) % len(shards)][:1] for i, s in enumerate(shards)]
+    return partition
+
+
+def _doubled(original):
+    return lambda teachers, queries, chunk=1024: original(teachers, queries, chunk) * 2
 
 
 def ledger_counts_every_query(defense: str, params: dict) -> None:
@@ -85,6 +97,12 @@ PLANTED_BUGS = [
                (replace("dpkit_dped.clipping", "clip_factors", _ones),)),
     PlantedBug("steps charged: half of those trained", "units or steps off", "dped_dpsgd",
                (replace("dpkit_dped.dpsgd:DpedDpsgd", "spends_for", _count_divided(2)),)),
+    PlantedBug("Poisson rate ×10 (the ledger charges q)", "sampling rate off", "dped_dpsgd",
+               (scale_draws(SGD, 0.1, site="sampling_rate", sampler="rand"),)),
+    PlantedBug("a document in two teachers' shards", "partition broken", "dped (teachers)",
+               (replace("dpkit_dped.pipeline", "partition", _overlapping),)),
+    PlantedBug("soft targets not normalised (×2)", "noise scaled", "dped (teachers)",
+               (replace(AGG, "teacher_probability_sum", _doubled),)),
 ]
 """Every planted bug of the DPED family (target ``dped (hard)``: DPED with hard labels)."""
 
@@ -100,4 +118,7 @@ def battery_checks(canaries: int = 1000, seed: int = 0) -> dict[str, list[Check]
                       assertion_check("ledger counts every query (dped_pate)",
                                     lambda: ledger_counts_every_query("dped_pate", SOFT))],
         "dped_dpsgd": [defense_audit("dped_dpsgd", DPSGD, canaries=min(canaries, 500), seed=seed)],
+        "dped (teachers)": [test_check(
+            "tests/plugins/dped/test_noise_laws.py::test_teacher_shards_are_disjoint_and_cover_the_corpus",
+            "tests/plugins/dped/test_noise_laws.py::test_each_teacher_adds_one_point_of_the_simplex_per_query")],
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from dpkit.testing.battery import Check, defense_audit
+from dpkit.testing.battery import Check, defense_audit, test_check
 from dpkit.testing.planted import PlantedBug, replace, scale_result
 
 SAMPLER = "dpkit_baselines.laplace"
@@ -34,9 +34,25 @@ def sampler_bugs(target: str) -> list[PlantedBug]:
     ]
 
 
-PLANTED_BUGS = sampler_bugs("snd")
+def _unclipped(original):
+    return lambda y, bound: y
+
+
+def _mean_norm(original):
+    return lambda table: float(table.norm(dim=-1).mean())
+
+
+PLANTED_BUGS = sampler_bugs("snd") + [
+    PlantedBug("uploads not clipped (Eq. 3 skipped)", "clipping removed", "snd (clipping)",
+               (replace(SAMPLER, "clip_norms", _unclipped),)),
+    PlantedBug("clip bound from the mean row norm, not the largest", "clipping removed",
+               "snd (clipping)", (replace("dpkit_snd.privatize", "measured_clip_bound", _mean_norm),)),
+    PlantedBug("token noise ×½", "noise scaled", "snd (clipping)",
+               (scale_result(SAMPLER, "sample_laplace_noise", 0.5),)),
+]
 
 
 def battery_checks(canaries: int = 1000, seed: int = 0) -> dict[str, list[Check]]:
     """The audit that must catch SnD's planted bugs."""
-    return {"snd": [defense_audit("snd", {"eta": 10.0}, canaries=canaries, seed=seed)]}
+    return {"snd": [defense_audit("snd", {"eta": 10.0}, canaries=canaries, seed=seed)],
+            "snd (clipping)": [test_check("tests/plugins/snd/test_privatize_laws.py")]}
