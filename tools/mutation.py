@@ -22,6 +22,7 @@ import difflib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +55,7 @@ class Score:
     equivalent: dict[str, str] = field(default_factory=dict)
     survivors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    partial: bool = False
 
     @property
     def killed(self) -> int:
@@ -70,7 +72,8 @@ class Score:
         """One line: module, mutants, killed, equivalent, survived, score, seconds."""
         return (f"{self.path:42s} {len(self.statuses):5d} mutants  {self.killed:5d} killed  "
                 f"{len(self.equivalent):3d} equivalent  {len(self.survivors):3d} survived  "
-                f"{100 * self.score:6.1f} %  ({self.seconds:.0f} s)")
+                f"{100 * self.score:6.1f} %  ({self.seconds:.0f} s"
+                + (", stopped at the time budget)" if self.partial else ")"))
 
 
 def load_modules() -> list[Module]:
@@ -158,8 +161,8 @@ def _name_key(name: str) -> str:
     return name.replace("ǁ", ".")
 
 
-def run_module(module: Module, equivalents: list[dict], say=print) -> Score:
-    """Run mutmut on ``module``; classify every mutant."""
+def run_module(module: Module, equivalents: list[dict], timeout: float | None = None) -> Score:
+    """Run mutmut on ``module`` (stopped after ``timeout`` seconds); classify every mutant run."""
     start = time.perf_counter()
     work = prepare(module)
     mutmut = [sys.executable, "-m", "mutmut"]
@@ -167,12 +170,18 @@ def run_module(module: Module, equivalents: list[dict], say=print) -> Score:
     names = [pattern for f in sorted(module.only_functions or ())
              for pattern in (f"{prefix}.x_{f}__mutmut_*", f"{prefix}.xǁ*ǁ{f}__mutmut_*")]
     cmd = ["nice", "-n", "10", *mutmut, "run", "--max-children", "1", *names]
-    proc = subprocess.run(cmd, cwd=work, env=_env(), capture_output=True, text=True)
     log = work / "mutmut.log"
-    log.write_text(proc.stdout + proc.stderr)
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=work, env=_env(), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
     results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=_env(),
                              capture_output=True, text=True).stdout
-    score = Score(module.path)
+    score = Score(module.path, partial=proc.returncode is not None and proc.returncode < 0)
     sources = mutant_sources(work, module)
     for line in results.splitlines():
         name, sep, status = line.strip().rpartition(": ")
@@ -192,7 +201,7 @@ def run_module(module: Module, equivalents: list[dict], say=print) -> Score:
         else:
             score.survivors[name] = f"{status}: {function}: {changed}"
     if proc.returncode != 0 and not score.statuses:
-        raise SystemExit(f"mutmut failed on {module.path} (see {log}):\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"mutmut failed on {module.path}:\n{log.read_text()[-2000:]}")
     score.seconds = time.perf_counter() - start
     return score
 
@@ -221,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("modules", nargs="*", help="files of tools/mutation.toml (default: all)")
     ap.add_argument("--changed-since", metavar="REF", help="only modules and functions changed since REF")
     ap.add_argument("--list", action="store_true", help="list the modules and their tests")
+    ap.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                    help="stop after this long (CI); modules not reached are listed as not run")
     args = ap.parse_args(argv)
     modules = load_modules()
     if args.list:
@@ -245,10 +256,16 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     equivalents = load_equivalents()
     failed = False
+    start = time.perf_counter()
     for m in modules:
-        print(f"mutation: {m.path} ({'functions ' + ', '.join(sorted(m.only_functions)) if m.only_functions else 'all functions'})",
-              flush=True)
-        score = run_module(m, equivalents.get(m.path, []))
+        left = None if args.budget is None else args.budget - (time.perf_counter() - start)
+        if left is not None and left < 30:
+            print(f"mutation: {m.path} not run: the --budget of {args.budget:.0f} s is spent")
+            continue
+        what = ("functions " + ", ".join(sorted(m.only_functions)) if m.only_functions
+                else "all functions")
+        print(f"mutation: {m.path} ({what})", flush=True)
+        score = run_module(m, equivalents.get(m.path, []), left)
         print(score.line(), flush=True)
         for name, what in score.survivors.items():
             print(f"    SURVIVED {name}  {what}")

@@ -101,7 +101,8 @@ def test_check(*node_ids: str) -> Check:
         if missing:
             raise FileNotFoundError(f"test_check needs the repository's tests: {missing}")
         for name, module in list(sys.modules.items()):
-            if getattr(module, "__file__", None) and Path(module.__file__).resolve() in paths:
+            file = getattr(module, "__file__", None)
+            if file and Path(file).resolve() in paths:
                 del sys.modules[name]
         code = pytest.main([str(root / n) for n in node_ids] + [
             "-qq", "-x", "--tb=no", "-p", "no:cacheprovider", "--no-header", "-W", "ignore",

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 import numpy as np
@@ -62,6 +63,19 @@ def tempered(probs: np.ndarray, power: float) -> np.ndarray:
     return w / w.sum()
 
 
+def laplace_power(n: int, d: int, eta: float, trials: int) -> float:
+    """Power of :func:`laplace_l2_pvalue` at ``n`` rows of dimension ``d`` against L2 Laplace
+    noise at 1.5× and ÷1.5 the scale 1/η (the smaller of the two), by simulation."""
+    def p_value(z: np.ndarray) -> float:
+        return laplace_l2_pvalue(z, eta)
+
+    def wrong(rng: np.random.Generator, f: float) -> np.ndarray:
+        return reference_laplace_l2(rng, n, d, eta / f)
+
+    return min(simulated_power(p_value, functools.partial(wrong, f=f), LEVEL, trials)
+               for f in (SCALE_ERROR, 1 / SCALE_ERROR))
+
+
 class NoiseContract:
     """White-box noise law, release consistency and independence; mixed into MechanismContract."""
 
@@ -79,15 +93,13 @@ class NoiseContract:
         """The noise added (or the token released) follows the declared law; the test's power
         against a 1.5× scale error, computed by simulation, is at least MIN_POWER."""
         mech, space, x, per_row = self._noise_setup()
-        if exposes_noise(mech) and declared_laplace_eta(mech, space) is not None:
-            eta = declared_laplace_eta(mech, space)
+        eta = declared_laplace_eta(mech, space) if exposes_noise(mech) else None
+        if eta is not None:
             calls = self.white_box_draws if per_row else max(1, self.white_box_draws // len(x))
             gen = torch.Generator().manual_seed(self.seed + 11)  # type: ignore[attr-defined]
             noise = mechanism_draw(mech, x, calls, space, per_row)(gen).reshape(-1, space.dim)
             n, d = noise.shape
-            power = min(simulated_power(lambda z: laplace_l2_pvalue(z, eta),
-                                        lambda rng, f=f: reference_laplace_l2(rng, n, d, eta / f),
-                                        LEVEL, self.power_trials) for f in (SCALE_ERROR, 1 / SCALE_ERROR))
+            power = laplace_power(n, d, eta, self.power_trials)
             assert power >= MIN_POWER, (f"power {power:.2f} against a 1.5× scale error at n={n}; "
                                         "raise white_box_draws")
             p = laplace_l2_pvalue(noise, eta)
@@ -112,9 +124,12 @@ class NoiseContract:
         def draw(rng, f, n):
             return np.bincount(rng.choice(len(probs), n, p=tempered(probs, f)), minlength=len(probs))
 
+        def p_value(counts: np.ndarray) -> float:
+            return chi_square_pvalue(counts, probs)
+
         for n in (self.white_box_draws, 4 * self.white_box_draws, 16 * self.white_box_draws):
-            power = min(simulated_power(lambda c: chi_square_pvalue(c, probs),
-                                        lambda rng, f=f: draw(rng, f, n), LEVEL, self.power_trials)
+            power = min(simulated_power(p_value, functools.partial(draw, f=f, n=n), LEVEL,
+                                        self.power_trials)
                         for f in (SCALE_ERROR, 1 / SCALE_ERROR))
             if power >= MIN_POWER:
                 break
