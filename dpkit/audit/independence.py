@@ -31,6 +31,9 @@ from dpkit.contract.context import derive_seed
 
 PAIRINGS = ("two calls", "two cells", "two seeds")
 PERMUTATIONS = 200
+REPEAT_TOLERANCE = 1e-6
+"""Rows equal to this relative tolerance count as repeated (noise reused, then added to inputs
+and subtracted again, differs by rounding); two or more repeated rows are a repeat."""
 
 
 @dataclass
@@ -49,7 +52,8 @@ class PairTest:
 
 
 def dependence(a: torch.Tensor, b: torch.Tensor, seed: int = 0) -> tuple[float, int]:
-    """(p-value of "row i of ``a`` is independent of row i of ``b``", exactly repeated rows)."""
+    """(p-value of "row i of ``a`` is independent of row i of ``b``", repeated rows); two or more
+    repeated float rows give p = 0."""
     a = a.detach().cpu().reshape(len(a), -1)
     b = b.detach().cpu().reshape(len(b), -1)
     n = min(len(a), len(b))
@@ -59,8 +63,8 @@ def dependence(a: torch.Tensor, b: torch.Tensor, seed: int = 0) -> tuple[float, 
     if not a.is_floating_point():
         return _agreement_p(a.numpy(), b.numpy(), seed), 0
     x, y = a.double().numpy(), b.double().numpy()
-    repeats = int(np.all(x == y, axis=1).sum())
-    if repeats:
+    repeats = int(np.all(np.abs(x - y) <= REPEAT_TOLERANCE * (np.abs(x) + np.abs(y)), axis=1).sum())
+    if repeats >= 2:
         return 0.0, repeats
     columns = [(x[:, j], y[:, j]) for j in range(x.shape[1])]
     columns.append((np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)))

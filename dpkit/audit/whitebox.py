@@ -16,7 +16,7 @@ import torch
 from dpkit.audit.claims import Claim
 from dpkit.audit.independence import mechanism_draw, pair_tests
 from dpkit.audit.inputs import AuditPair
-from dpkit.audit.noise_law import declared_laplace_eta, exposed_noise, exposes_noise, laplace_l2_pvalue
+from dpkit.audit.noise_law import declared_laplace_eta, exposes_noise, laplace_l2_pvalue
 from dpkit.audit.report import AuditReport, Finding
 from dpkit.contract.context import derive_seed
 
@@ -51,7 +51,7 @@ def noise_checks(mech: Any, space: Any, claim: Claim, pair: AuditPair, report: A
     for t in tests:
         law_tests[f"independence: {t.pairing}"] = t.p_value
         p_values.append(t.p_value)
-        if t.repeats:
+        if t.repeats >= 2:
             report.findings.append(Finding(
                 "independence (white-box)" if exposes_noise(mech) else "independence", pair.label,
                 pair.distance, pair.claimed, math.inf, math.inf,
