@@ -69,3 +69,17 @@ def test_dx_stencil_decodes_by_its_metric_including_the_original():
             expected = (torch.nn.functional.normalize(noisy, dim=1)
                         @ torch.nn.functional.normalize(space.vectors, dim=1).T).argmax(1)
         assert torch.equal(out, expected)
+
+
+def test_dx_stencil_guarantee_names_its_space_and_refuses_no_space():
+    import pytest
+
+    from dpkit.accounting import MetricDpGuarantee
+
+    space = _space()
+    mech = build_component("mechanism", "dx_stencil", {"eta": 2.0})
+    c = mech.noise_contribution()
+    assert mech.guarantee(space) == MetricDpGuarantee(2.0 * c, "l2", space.name, "sequence")
+    assert mech.guarantee(None) == MetricDpGuarantee(2.0 * c, "l2", "", "sequence")
+    with pytest.raises(ValueError, match="dx_stencil needs the embedding space"):
+        mech.privatize(torch.tensor([1, 2]), space=None, generator=torch.Generator())
