@@ -79,7 +79,9 @@ class Score:
 def load_modules() -> list[Module]:
     """The modules of tools/mutation.toml, in order."""
     data = tomllib.loads(CONFIG.read_text())
-    return [Module(path, list(entry["tests"])) for path, entry in data["modules"].items()]
+    return [Module(path, list(entry["tests"]),
+                   set(entry["functions"]) if "functions" in entry else None)
+            for path, entry in data["modules"].items()]
 
 
 def load_equivalents() -> dict[str, list[dict]]:
@@ -247,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         selected = []
         for m in modules:
             functions = changed_functions(m.path, args.changed_since)
+            if functions and m.only_functions is not None:
+                functions &= m.only_functions
             if functions:
                 m.only_functions = functions
                 selected.append(m)

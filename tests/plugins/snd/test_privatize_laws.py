@@ -68,3 +68,36 @@ def test_two_calls_draw_independent_noise():
     second = privatize_tokens(mech, x, mask, space=None, generator=gen).noise[mask.bool()]
     p, repeats = dependence(first, second)
     assert repeats == 0 and p >= 1e-4, (p, repeats)
+
+
+def test_eta_group_is_the_nearest_in_log_eta_and_infinity_takes_the_least_noise():
+    import math
+
+    import pytest
+
+    from dpkit_snd.privatize import choose_group
+
+    groups = [[50.0, 100.0], [200.0, 400.0], [1000.0]]
+    assert choose_group(75.0, groups) == 0
+    assert choose_group(200.0, groups) == 1 and choose_group(400.0, groups) == 1
+    assert choose_group(130.0, groups) == 0      # log-distance 0.26 to 100, 0.43 to 200
+    assert choose_group(150.0, groups) == 1      # 0.41 to 100, 0.29 to 200
+    assert choose_group(10.0, groups) == 0 and choose_group(5000.0, groups) == 2
+    assert choose_group(math.inf, groups) == 2
+    assert choose_group(math.inf, [[10.0, 20.0], [5.0, 20.0]]) == 0   # ties: the first
+    assert choose_group(30.0, [[10.0, 20.0], [40.0, 60.0]]) == 1       # nearer in log η
+    with pytest.raises(ValueError, match="no eta groups given"):
+        choose_group(5.0, [])
+
+
+def test_token_correlation_is_pearson_over_all_coordinates():
+    import numpy as np
+
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(20, 6, generator=g)
+    y = 0.5 * x + torch.randn(20, 6, generator=g) + 3.0
+    from dpkit_snd.privatize import token_correlation
+
+    expected = np.corrcoef(x.flatten().numpy(), y.flatten().numpy())[0, 1]
+    assert abs(token_correlation(x, y) - expected) < 1e-9
+    assert token_correlation(x, torch.zeros_like(x)) == 0.0
