@@ -76,6 +76,21 @@ def laplace_power(n: int, d: int, eta: float, trials: int) -> float:
                for f in (SCALE_ERROR, 1 / SCALE_ERROR))
 
 
+def assert_laplace_law(noise: torch.Tensor | np.ndarray, eta: float, trials: int = 200) -> float:
+    """Assert that rows ``[n, d]`` follow the L2 Laplace law of ``eta`` (level :data:`LEVEL`),
+    after asserting that the test has power ≥ :data:`MIN_POWER` against a 1.5× scale error at
+    this n (by simulation); returns that power."""
+    z = np.asarray(noise, dtype=float)
+    n, d = z.shape
+    power = laplace_power(n, d, eta, trials)
+    assert power >= MIN_POWER, f"power {power:.2f} against a 1.5× scale error at n={n}: too few rows"
+    p = laplace_l2_pvalue(z, eta)
+    assert p >= LEVEL, (f"the noise does not follow Laplace(η={eta:g}) (p = {p:.2g}; mean norm "
+                        f"{float(np.linalg.norm(z, axis=1).mean()):.4g}, declared {d / eta:.4g}; "
+                        f"power against 1.5× scale {power:.2f})")
+    return power
+
+
 class NoiseContract:
     """White-box noise law, release consistency and independence; mixed into MechanismContract."""
 
@@ -98,14 +113,7 @@ class NoiseContract:
             calls = self.white_box_draws if per_row else max(1, self.white_box_draws // len(x))
             gen = torch.Generator().manual_seed(self.seed + 11)  # type: ignore[attr-defined]
             noise = mechanism_draw(mech, x, calls, space, per_row)(gen).reshape(-1, space.dim)
-            n, d = noise.shape
-            power = laplace_power(n, d, eta, self.power_trials)
-            assert power >= MIN_POWER, (f"power {power:.2f} against a 1.5× scale error at n={n}; "
-                                        "raise white_box_draws")
-            p = laplace_l2_pvalue(noise, eta)
-            assert p >= LEVEL, (f"the noise does not follow Laplace(η={eta:g}) (p = {p:.2g}; mean "
-                                f"norm {float(noise.norm(dim=1).mean()):.4g}, declared {d / eta:.4g}; "
-                                f"power against 1.5× scale {power:.2f})")
+            assert_laplace_law(noise, eta, self.power_trials)
             return
         if callable(getattr(mech, "output_log_probs", None)) and per_row and mech.domain == "token":
             self._discrete_law(mech, space, self.make_input(space))  # type: ignore[attr-defined]
