@@ -90,3 +90,31 @@ def test_shares_split_one_multiplier_so_the_query_is_one_gaussian():
                                          r"threshold: faithful"):
         plan_noise(target_epsilon=1.0, delta=1e-5, accountant="rdp", queries=5,
                    shares={"votes": 1.0}, noisy_threshold=True)
+
+
+def test_refusals_say_how_to_fix_them():
+    with pytest.raises(ValueError) as no_noise:
+        NoisePlan(queries=1, sigma_threshold=None, sigma_votes=1.0)
+    assert str(no_noise.value).endswith("give it a positive budget share or use threshold: "
+                                        "faithful (ε = ∞)")
+    with pytest.raises(ValueError) as zeros:
+        NoisePlan(queries=1, sigma_threshold=0.0, sigma_votes=0.0)
+    assert str(zeros.value) == ("σ of votes, threshold is [0.0, 0.0], not positive: a noiseless "
+                                "release needs noiseless=True (recorded as ε = ∞)")
+    with pytest.raises(ValueError) as votes:
+        plan_noise(target_epsilon=1.0, delta=1e-5, accountant="rdp", queries=5,
+                   shares={"votes": 0.0}, noisy_threshold=False)
+    assert str(votes.value).endswith("while the ledger stays finite; give it a positive share")
+    with pytest.raises(ValueError) as threshold:
+        plan_noise(target_epsilon=1.0, delta=1e-5, accountant="rdp", queries=5,
+                   shares={"votes": 1.0}, noisy_threshold=True)
+    assert str(threshold.value).endswith("give it a positive share (or threshold: faithful, "
+                                         "recorded as ε = ∞)")
+
+
+def test_defaults_are_no_hidden_sensitivity_and_hard_targets():
+    plan = noiseless_plan(4, hidden=False)
+    assert plan.hidden_sens == 0.0 and plan.target == "hard"
+    calibrated = plan_noise(target_epsilon=2.0, delta=1e-5, accountant="rdp", queries=4,
+                            shares={"votes": 1.0}, noisy_threshold=False)
+    assert calibrated.hidden_sens == 0.0 and calibrated.target == "hard"
