@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import fnmatch
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ class Module:
     path: str
     tests: list[str]
     only_functions: set[str] | None = None
+    only_mutants: list[str] | None = None
 
 
 @dataclass
@@ -172,6 +174,8 @@ def run_module(module: Module, equivalents: list[dict], timeout: float | None = 
     prefix = _module_name(module.path)
     names = [pattern for f in sorted(module.only_functions or ())
              for pattern in (f"{prefix}.x_{f}__mutmut_*", f"{prefix}.xǁ*ǁ{f}__mutmut_*")]
+    if module.only_mutants:
+        names = list(module.only_mutants)
     cmd = ["nice", "-n", "10", *mutmut, "run", "--max-children", "1", *names]
     log = work / "mutmut.log"
     with open(log, "w") as out:
@@ -193,6 +197,8 @@ def run_module(module: Module, equivalents: list[dict], timeout: float | None = 
         function, changed = sources.get(name, ("?", "?"))
         if status == "not checked" or (module.only_functions is not None
                                        and function not in module.only_functions):
+            continue
+        if module.only_mutants and not any(fnmatch.fnmatch(name, m) for m in module.only_mutants):
             continue
         score.statuses[name] = status
         if status in KILLED:
@@ -233,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("modules", nargs="*", help="files of tools/mutation.toml (default: all)")
     ap.add_argument("--changed-since", metavar="REF", help="only modules and functions changed since REF")
     ap.add_argument("--list", action="store_true", help="list the modules and their tests")
+    ap.add_argument("--mutants", nargs="+", metavar="NAME",
+                    help="only these mutants (names or globs, as a SURVIVED line prints them): "
+                    "rerun the survivors of a run after adding tests")
     ap.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                     help="stop after this long (CI); modules not reached are listed as not run")
     args = ap.parse_args(argv)
@@ -259,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         if not modules:
             print(f"mutation: no privacy-critical function changed since {args.changed_since}")
             return 0
+    if args.mutants:
+        for m in modules:
+            m.only_mutants = args.mutants
     equivalents = load_equivalents()
     failed = False
     start = time.perf_counter()
