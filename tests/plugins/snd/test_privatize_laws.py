@@ -80,8 +80,10 @@ def test_eta_group_is_the_nearest_in_log_eta_and_infinity_takes_the_least_noise(
     assert choose_group(math.inf, groups) == 2
     assert choose_group(math.inf, [[10.0, 20.0], [5.0, 20.0]]) == 0   # ties: the first
     assert choose_group(30.0, [[10.0, 20.0], [40.0, 60.0]]) == 1       # nearer in log η
-    with pytest.raises(ValueError, match="no eta groups given"):
+    assert choose_group(50.0, [[40.0, 60.0], [10.0, 100.0]]) == 0  # inside both: the first
+    with pytest.raises(ValueError) as error:
         choose_group(5.0, [])
+    assert str(error.value) == "no eta groups given; pass eta_groups such as [[50, 100], [200, 400]]"
 
 
 def test_token_correlation_is_pearson_over_all_coordinates():
@@ -95,3 +97,22 @@ def test_token_correlation_is_pearson_over_all_coordinates():
     expected = np.corrcoef(x.flatten().numpy(), y.flatten().numpy())[0, 1]
     assert abs(token_correlation(x, y) - expected) < 1e-9
     assert token_correlation(x, torch.zeros_like(x)) == 0.0
+    tiny = token_correlation(x * 1e-3, y * 1e-3)   # norms far below 1: no clamp may bite
+    assert abs(tiny - expected) < 1e-6
+
+
+def test_the_mechanism_gets_the_space_and_only_real_tokens():
+    """privatize_tokens hands the mechanism the space it was given (token mechanisms need it)
+    and only the unmasked rows."""
+    seen = {}
+
+    class Recording:
+        def privatize(self, x, *, space, generator):
+            seen["space"], seen["rows"] = space, len(x)
+            return x + 1.0
+
+    _, x, mask = _batch()
+    space = object()
+    private = privatize_tokens(Recording(), x, mask, space=space, generator=torch.Generator())
+    assert seen == {"space": space, "rows": int(mask.sum())}
+    assert torch.equal(private.x_priv[mask.bool()], x[mask.bool()] + 1.0)
