@@ -88,3 +88,16 @@ def test_split_audit_independence_law_sees_a_client_that_reseeds_per_text():
     same = sent + torch.randn(1, 4, generator=g)          # one draw for every text
     assert independence_law([same], sent, 10.0)["noise independence"][0] == 0.0
     assert independence_law([same], sent, float("inf")) == {}
+
+
+@pytest.mark.parametrize("name,params", [("laplace_dx", {"eta": 5.0}), ("text2text", {"eta": 5.0}),
+                                         ("santext", {"epsilon": 2.0})])
+def test_audit_reports_three_pairings_and_the_white_box_law(name, params):
+    report = audit(name, params, samples=400, seed=1)
+    assert report.verdict is not Verdict.FAIL and report.verdict is not Verdict.LAW_MISMATCH
+    assert set(report.checks["independence"]) == {"two calls", "two cells", "two seeds"}
+    assert ("noise_law" in report.checks) == (name != "santext")
+    if name != "santext":
+        law = report.checks["noise_law"]
+        assert law["eta_declared"] == 5.0 and law["expected_mean_norm"] == pytest.approx(6 / 5.0)
+        assert abs(law["mean_norm"] / law["expected_mean_norm"] - 1) < 0.1
