@@ -209,6 +209,8 @@ def run_module(module: Module, equivalents: list[dict], timeout: float | None = 
             continue
         reason = next((e["reason"] for e in equivalents
                        if e["function"] == function and e["line"].strip() == changed), None)
+        if changed == "":  # e.g. 1e30 → 1e30 + 1, the same float: the same code once parsed
+            reason = "no-op: the mutant parses to the same code as the original"
         if reason is not None:
             score.equivalent[name] = reason
         else:

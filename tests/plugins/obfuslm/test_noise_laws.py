@@ -89,3 +89,52 @@ def test_reported_anonymity_is_alg1_read_literally(k, beta, seed):
     below = sizes[sizes < k].sum() / len(ref.labels)
     assert fast.share_below_k == pytest.approx(below)
     assert torch.equal(fast.size_of_row(), torch.as_tensor(sizes)[fast.labels])
+
+
+def test_paper_scale_is_each_rows_range_over_epsilon_and_faithful_uses_it():
+    x, clusters = _setup(n=60, k=4)
+    eps = 0.9
+    u, valid = log_weights(x, clusters, eps)
+    expected = torch.zeros(valid.shape, dtype=torch.float64)
+    for c in range(u.shape[0]):
+        m = int(valid[c].sum())
+        rows = u[c, :m, :m].double()
+        expected[c, :m] = (rows.max(1).values - rows.min(1).values) / eps
+    exact = weight_synth(x, clusters, eps, torch.Generator().manual_seed(0))
+    assert torch.allclose(exact.paper_scale.double(), expected, atol=1e-5)
+    faithful = weight_synth(x, clusters, eps, torch.Generator().manual_seed(0), "faithful")
+    assert torch.allclose(faithful.noise_scale.double(), expected, atol=1e-5)
+    assert faithful.epsilon == float("inf") and exact.epsilon == eps
+
+
+def test_faithful_singletons_claim_zero_and_errors_say_what_is_allowed():
+    from dpkit_obfuslm.cluster import members_from_labels
+
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(1))
+    singletons = members_from_labels(torch.arange(5), 2)
+    assert weight_synth(x, singletons, 1.0, torch.Generator(), "faithful").epsilon == 0.0
+    pairs = members_from_labels(torch.tensor([0, 0, 1, 2, 3]), 2)
+    assert weight_synth(x, pairs, 1.0, torch.Generator(), "faithful").epsilon == float("inf")
+    with pytest.raises(ValueError) as bad_eps:
+        weight_synth(x, pairs, 0.0, torch.Generator())
+    assert str(bad_eps.value) == "WeightSynth: epsilon must be > 0, got 0.0; the paper uses 0.03–3"
+    with pytest.raises(ValueError) as bad_cal:
+        weight_synth(x, pairs, 1.0, torch.Generator(), "paper")
+    assert str(bad_cal.value) == ("WeightSynth: calibration must be 'exact' or 'faithful', got "
+                                  "'paper'")
+
+
+def test_synthesis_matches_the_dense_matrix_in_double_precision():
+    x, clusters = _setup(n=40, k=4)
+    w = weight_synth(x, clusters, 1.0, torch.Generator().manual_seed(2))
+    dense = torch.zeros(40, 40)
+    for c, row in enumerate(clusters.members.tolist()):
+        members = [m for m in row if m >= 0]
+        for a, i in enumerate(members):
+            for b, j in enumerate(members):
+                dense[i, j] = w.weights[c, a, b]
+    assert torch.equal(w.to_dense(), dense)
+    table = torch.randn(40, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    out = w.apply(table)
+    assert out.dtype == torch.float64
+    assert torch.allclose(out, dense.double() @ table, atol=1e-6)
