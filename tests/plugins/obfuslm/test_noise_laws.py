@@ -138,3 +138,12 @@ def test_synthesis_matches_the_dense_matrix_in_double_precision():
     out = w.apply(table)
     assert out.dtype == torch.float64
     assert torch.allclose(out, dense.double() @ table, atol=1e-6)
+
+
+def test_laplace_draws_come_from_the_generator_only():
+    scale = torch.full((50,), 2.0, dtype=torch.float64)
+    a = laplace((50,), scale, torch.Generator().manual_seed(7))
+    torch.manual_seed(123)  # the global stream must not matter
+    b = laplace((50,), scale, torch.Generator().manual_seed(7))
+    assert torch.equal(a, b) and a.dtype == torch.float32
+    assert not torch.equal(a, laplace((50,), scale, torch.Generator().manual_seed(8)))
