@@ -147,3 +147,35 @@ def test_laplace_draws_come_from_the_generator_only():
     b = laplace((50,), scale, torch.Generator().manual_seed(7))
     assert torch.equal(a, b) and a.dtype == torch.float32
     assert not torch.equal(a, laplace((50,), scale, torch.Generator().manual_seed(8)))
+
+
+def test_log_weights_are_the_log_softmax_of_half_epsilon_cosine():
+    from dpkit_obfuslm.cluster import members_from_labels
+
+    x = torch.randn(9, 4, generator=torch.Generator().manual_seed(5)) * 3
+    clusters = members_from_labels(torch.tensor([0, 0, 0, 0, 1, 1, 2, 2, 2]), 4)
+    u, valid = log_weights(x, clusters, 1.7)
+    unit = x / x.norm(dim=1, keepdim=True)
+    for c, row in enumerate(clusters.members.tolist()):
+        members = [m for m in row if m >= 0]
+        cos = unit[members] @ unit[members].T
+        expected = torch.log_softmax(1.7 * cos / 2, dim=1)
+        m = len(members)
+        assert torch.allclose(u[c, :m, :m], expected, atol=1e-5)
+        assert bool(torch.isinf(u[c, m:, :]).all()) and bool(torch.isinf(u[c, :, m:]).all())
+
+
+def test_sensitivity_with_padded_clusters_and_small_chunks_matches_brute_force():
+    from dpkit_obfuslm.cluster import members_from_labels
+    from dpkit_obfuslm.synth import shift_invariant_sensitivity
+
+    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(6)) * 2
+    labels = torch.tensor([c for c, size in enumerate([5, 2, 3, 1, 4, 5, 2, 3, 5, 2, 4, 4])
+                           for _ in range(size)])
+    clusters = members_from_labels(labels, 5)
+    u, valid = log_weights(x, clusters, 2.0)
+    brute = _brute_sensitivity(u, valid)
+    assert torch.allclose(shift_invariant_sensitivity(u, valid, chunk=5).double(), brute, atol=1e-4)
+    assert torch.allclose(shift_invariant_sensitivity(u, valid).double(), brute, atol=1e-4)
+    w = weight_synth(x, clusters, 2.0, torch.Generator().manual_seed(0))
+    assert torch.allclose(w.sensitivity.double(), brute, atol=1e-4)
