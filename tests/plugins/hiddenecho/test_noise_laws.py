@@ -55,3 +55,33 @@ def test_two_calls_and_two_streams_draw_independent_noise():
     clean = model.embed(torch.cat(ids))
     p, repeats = dependence(torch.cat(first.noisy) - clean, torch.cat(second.noisy) - clean)
     assert repeats == 0 and p >= 1e-4, (p, repeats)
+
+
+def test_privatize_split_hands_the_space_and_generator_and_keeps_dtypes_and_labels():
+    model, table = _model()
+    seen = {}
+
+    class Recording:
+        def privatize(self, x, *, space, generator):
+            seen["space"], seen["generator"] = space, generator
+            return x.double() + 1.0
+
+    ids = _texts(5)
+    space, gen = object(), torch.Generator().manual_seed(1)
+    split = privatize_split(model, ids, [1, 0, 2, 1, 0], Recording(), space, gen)
+    assert seen == {"space": space, "generator": gen}
+    assert all(n.dtype == table.dtype for n in split.noisy)
+    assert torch.equal(torch.cat(split.noisy), table[torch.cat(ids)] + 1.0)
+    assert torch.equal(split.labels, torch.tensor([1, 0, 2, 1, 0])) and split.labels.dtype == torch.long
+    assert len(split) == 5
+
+
+def test_no_texts_release_nothing_and_the_noise_is_the_generators():
+    model, _ = _model()
+    mech = build_component("mechanism", "laplace_dx", {"eta": 4.0})
+    empty = privatize_split(model, [], [], mech, None, torch.Generator().manual_seed(0))
+    assert empty.n_tokens == 0 and len(empty) == 0 and empty.labels.shape == (0,)
+    ids = _texts(10)
+    first = _noise(mech, model, ids, 3)
+    torch.manual_seed(99)  # the global stream must not matter
+    assert torch.equal(first, _noise(mech, model, ids, 3))
