@@ -179,3 +179,15 @@ def test_sensitivity_with_padded_clusters_and_small_chunks_matches_brute_force()
     assert torch.allclose(shift_invariant_sensitivity(u, valid).double(), brute, atol=1e-4)
     w = weight_synth(x, clusters, 2.0, torch.Generator().manual_seed(0))
     assert torch.allclose(w.sensitivity.double(), brute, atol=1e-4)
+
+
+def test_dense_matrix_ignores_padding_even_next_to_the_last_row():
+    """A padded cluster holding the last row: padding (−1) must not write into column n − 1."""
+    from dpkit_obfuslm.cluster import members_from_labels
+
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(4))
+    clusters = members_from_labels(torch.tensor([0, 0, 0, 1, 1]), 3)
+    w = weight_synth(x, clusters, 1.0, torch.Generator().manual_seed(0))
+    dense = w.to_dense()
+    assert float(dense[3, 4]) == float(w.weights[1, 0, 1]) > 0
+    assert torch.allclose(dense.sum(1), torch.ones(5), atol=1e-6)
