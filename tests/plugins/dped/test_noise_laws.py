@@ -166,3 +166,25 @@ def test_each_teacher_adds_one_point_of_the_simplex_per_query():
     assert votes.shape == (5, 30) and bool((votes != queries).all()), "a query votes for itself"
     hist = vote_histogram(votes, 30)
     assert torch.equal(hist.sum(1), torch.full((30,), 5.0)) and float(hist.max()) <= 5
+
+
+def test_clip_factor_is_opacus_and_never_scales_up():
+    """min(1, C / (‖g‖ + 1e-6)), exactly; in float64 the clipped sums keep their precision."""
+    from dpkit_dped.clipping import clip_factors, clipped_gradient_sum
+
+    norms = torch.tensor([0.5, 2.0, 8.0], dtype=torch.float64)
+    assert clip_factors(norms, 2.0).tolist() == [1.0, 2.0 / (2.0 + 1e-6), 2.0 / (8.0 + 1e-6)]
+    ids = [torch.tensor([[0, 2], [1, 1]]), torch.tensor([[3], [0]])]
+    grads = [torch.randn(2, 2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)),
+             torch.randn(2, 1, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))]
+    sums, got = clipped_gradient_sum(ids, grads, 4, 1.0)
+    assert all(s.dtype == torch.float64 for s in sums) and got.dtype == torch.float64
+    dense = torch.zeros(2, 2, 4, 3, dtype=torch.float64)
+    for t in range(2):
+        for b in range(2):
+            for i, g in zip(ids[t][b].tolist(), grads[t][b]):
+                dense[b, t, i] += g
+    norms = dense.flatten(1).norm(dim=1)
+    assert torch.allclose(got, norms, rtol=1e-12)
+    expected = (dense * clip_factors(norms, 1.0).view(2, 1, 1, 1)).sum(0)
+    assert all(torch.allclose(sums[t], expected[t], rtol=1e-12) for t in range(2))
