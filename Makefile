@@ -22,7 +22,7 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 PYTEST = $(VENV)/bin/python -m pytest -q --timeout=900 $(ARGS)
 
-.PHONY: install run test test-fast test-smoke
+.PHONY: install run test test-fast test-smoke mutation
 
 install: $(VENV)/.installed
 
@@ -45,3 +45,11 @@ test-fast: install
 
 test-smoke: install
 	$(PYTEST) --smoke -m "not slow" --hypothesis-profile=smoke
+
+# Mutation testing of the privacy-critical modules (tools/mutation.toml), one module at a time,
+# niced; prints each module's score and fails on a survivor not in tools/equivalent_mutants.toml.
+#   make mutation                               every module
+#   make mutation MODULES=dpkit/text/noise.py   some of them
+#   make mutation SINCE=origin/main             only functions changed since a commit (CI)
+mutation: install
+	$(VENV)/bin/python tools/mutation.py $(MODULES) $(if $(SINCE),--changed-since $(SINCE))

@@ -23,6 +23,7 @@ from dpkit.audit.law import radial_law_pvalues
 from dpkit.audit.report import AuditReport, Finding, Verdict
 from dpkit.audit.stats import certifiable_epsilon
 from dpkit.audit.verdict import decide
+from dpkit.audit.whitebox import noise_checks
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.base.errors import AuditError
 from dpkit.contract.protocols import ExactDensity, ExactOutputProbs
@@ -170,6 +171,8 @@ def _run(mech: Any, space: EmbeddingSpace, claim: Claim, report: AuditReport, se
             progress(k + 2, steps, pair.label)
     if has_probs:
         exact_findings.extend(_discrete_exact(mech, space, claim, report, exact_tokens, dev))
+    if pairs:
+        gof.extend(noise_checks(mech, space, claim, pairs[0], report, seed, per_row))
     if exact_findings:
         report.strategies.append(exact_findings[0].strategy)
     if gof:

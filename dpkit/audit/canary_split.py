@@ -12,6 +12,7 @@ run's ledger ``metric_epsilon`` at that distance (∞ if anything crossed the wi
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,7 +89,7 @@ class SplitCanaryAudit:
         ctx.wire.close()
         distance = float((vectors[a] - vectors[b]).norm(dim=-1).max())
         scores = declared_llr(uploads, vectors[a], vectors[b], eta)
-        law = {}
+        law = independence_law(uploads, vectors[sent], eta)
         mech: Any = getattr(self, "mechanism", None)
         if isinstance(mech, DxLaplaceNoise):  # a capability, whatever the mechanism is called
             upload = first_per_canary(uploads, len(sent), vectors.shape[1])
@@ -102,6 +103,22 @@ class SplitCanaryAudit:
                          ctx.ledger.delta_target, self.unit,
                          {"eta": eta, "max_pair_distance": distance,
                           "uploads": [tuple(u.shape) for u in uploads]}, law=law)
+
+
+def independence_law(uploads: list[torch.Tensor], sent: torch.Tensor, eta: float) -> dict:
+    """``{"noise independence": (p, what)}``: the noise of the first and second half of the
+    canaries (upload − sent token) must neither repeat nor correlate (a client that re-seeds or
+    reuses its draw per text repeats it); empty when there is no finite η or no such upload."""
+    from dpkit.audit.independence import dependence
+
+    upload = first_per_canary(uploads, len(sent), sent.shape[1])
+    if upload is None or not math.isfinite(eta) or len(sent) < 8:
+        return {}
+    noise = upload.double() - sent.double()
+    half = len(noise) // 2
+    p, repeats = dependence(noise[:half], noise[half:2 * half])
+    return {"noise independence": (p, f"the upload noise of canaries i and i + {half} must be "
+                                      f"independent ({repeats} of {half} repeated exactly)")}
 
 
 def first_per_canary(uploads: list[torch.Tensor], m: int, dim: int) -> torch.Tensor | None:

@@ -32,6 +32,13 @@ _HOMES: dict[str, str] = {
     "mechanism_audit": "dpkit.testing.battery",
     "run_battery": "dpkit.testing.battery",
     "dx_sampler_bugs": "dpkit.testing.dx_bugs",
+    "dx_noise_reuse_bugs": "dpkit.testing.dx_bugs",
+    "dx_mechanism_module": "dpkit.testing.dx_bugs",
+    "contract_test": "dpkit.testing.battery",
+    "test_check": "dpkit.testing.battery",
+    "eta_times": "dpkit.testing.noise_bugs",
+    "reseeded_each_draw": "dpkit.testing.noise_bugs",
+    "reused_across_calls": "dpkit.testing.noise_bugs",
     "build_defense": "dpkit.testing.params_contract",
     "process_registry": "dpkit.testing.params_contract",
     # Tiny data and models, and hypothesis strategies
@@ -81,7 +88,17 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
         mechanism_audit as mechanism_audit,
         run_battery as run_battery,
     )
-    from dpkit.testing.dx_bugs import dx_sampler_bugs as dx_sampler_bugs
+    from dpkit.testing.dx_bugs import (
+        dx_mechanism_module as dx_mechanism_module,
+        dx_noise_reuse_bugs as dx_noise_reuse_bugs,
+        dx_sampler_bugs as dx_sampler_bugs,
+    )
+    from dpkit.testing.battery import contract_test as contract_test, test_check as test_check
+    from dpkit.testing.noise_bugs import (
+        eta_times as eta_times,
+        reseeded_each_draw as reseeded_each_draw,
+        reused_across_calls as reused_across_calls,
+    )
     from dpkit.testing.params_contract import (
         build_defense as build_defense,
         process_registry as process_registry,

@@ -71,6 +71,49 @@ def assertion_check(name: str, fn: Callable[[], None]) -> Check:
     return Check(name, run)
 
 
+def contract_test(mechanism: str, params: dict, test: str) -> Check:
+    """One ``MechanismContract`` test of ``mechanism`` (e.g. ``test_draws_are_independent``);
+    caught when it fails, not when it skips."""
+    def fn() -> None:
+        import pytest
+
+        from dpkit.testing.contracts import MechanismContract
+
+        suite = type("Suite", (MechanismContract,), {"mechanism": mechanism, "params": params})()
+        try:
+            getattr(suite, test)()
+        except pytest.skip.Exception:
+            pass
+    return assertion_check(f"test {test} ({mechanism})", fn)
+
+
+def test_check(*node_ids: str) -> Check:
+    """Tests of the repository (``tests/...`` node ids, run in this process by pytest so that
+    the planted patch is in force); caught when one fails. Their modules are re-imported each
+    time, so names they import bind to the code as it is now."""
+    def run() -> tuple[bool, str]:
+        import sys
+        from pathlib import Path
+
+        import pytest
+
+        root = Path(__file__).resolve().parents[2]
+        paths = [root / n.split("::")[0] for n in node_ids]
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing:
+            raise FileNotFoundError(f"test_check needs the repository's tests: {missing}")
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if file and Path(file).resolve() in paths:
+                del sys.modules[name]
+        code = pytest.main([str(root / n) for n in node_ids] + [
+            "-qq", "-x", "--tb=no", "-p", "no:cacheprovider", "--no-header", "-W", "ignore",
+            f"--rootdir={root}"])
+        failed = code == pytest.ExitCode.TESTS_FAILED
+        return failed, "a test fails" if failed else f"pytest exit {int(code)}"
+    return Check(f"tests {' '.join(node_ids)}", run)
+
+
 @dataclass
 class BatteryResult:
     """Outcomes per bug, what the checks said on clean code, and the wall time."""

@@ -28,13 +28,14 @@ from dpkit.accounting.guarantees import (
 )
 from dpkit.text.space import EmbeddingSpace
 from dpkit.contract.attacks import run_attack
+from dpkit.testing.noise_contract import NoiseContract
 from dpkit.testing.params_contract import ParamsContract, build_component, component_class, tiny_context
 from dpkit.testing.samples import same_distribution
 
 GUARANTEES = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
 
 
-class MechanismContract(ParamsContract):
+class MechanismContract(NoiseContract, ParamsContract):
     """Checks every mechanism must pass; set ``mechanism``, ``params``, ``invalid_params``."""
 
     kind: ClassVar[str] = "mechanism"

@@ -27,14 +27,38 @@ def eta_times(factor: float) -> Any:
     return make
 
 
-def dx_sampler_bugs(target: str, mechanism: str, registry: Any = None) -> list[PlantedBug]:
-    """The dχ-sampler bugs of registered mechanism ``mechanism``, planted for ``target`` (a defense
-    or the mechanism itself): noise ×¼, noise ×0, and a sampler drawing at 4η while declaring η."""
+def dx_mechanism_module(mechanism: str, registry: Any = None) -> str:
+    """The module of registered mechanism ``mechanism`` (where its sampler is imported), found
+    through the registry: the target of a planted patch, without importing that plug-in."""
+    return _owner(mechanism, registry).partition(":")[0]
+
+
+def _owner(mechanism: str, registry: Any) -> str:
     if registry is None:
         from dpkit.testing.params_contract import process_registry
 
         registry = process_registry()
-    owner = registry.get("mechanism", mechanism).target  # "package.module:Class"
+    return str(registry.get("mechanism", mechanism).target)  # "package.module:Class"
+
+
+def dx_noise_reuse_bugs(target: str, mechanism: str, registry: Any = None) -> list[PlantedBug]:
+    """Noise-stream bugs in registered mechanism ``mechanism``'s sampler, planted for ``target``:
+    the first draw reused by every later call, and the generator re-seeded before each draw."""
+    from dpkit.testing.noise_bugs import reseeded_each_draw, reused_across_calls
+
+    module = dx_mechanism_module(mechanism, registry)
+    return [
+        PlantedBug("noise reused across calls", "noise reused", target,
+                   (reused_across_calls(module, SAMPLER),)),
+        PlantedBug("generator re-seeded to 0 before each draw", "noise reused", target,
+                   (reseeded_each_draw(module, SAMPLER),)),
+    ]
+
+
+def dx_sampler_bugs(target: str, mechanism: str, registry: Any = None) -> list[PlantedBug]:
+    """The dχ-sampler bugs of registered mechanism ``mechanism``, planted for ``target`` (a defense
+    or the mechanism itself): noise ×¼, noise ×0, and a sampler drawing at 4η while declaring η."""
+    owner = _owner(mechanism, registry)
     module = owner.partition(":")[0]
     return [
         PlantedBug("token noise ×¼", "noise scaled", target,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = ("noise scaled", "clipping removed", "threshold before noise", "sampler scale",
-         "units or steps off")
+         "units or steps off", "noise reused", "sampling rate off", "partition broken")
 """The kinds of bug a battery plants (a bug's ``kind`` is one of them)."""
 
 

@@ -53,13 +53,27 @@ class LaplaceDx(dpkit.Component):
         """η-dχ for the L2 distance between two token embeddings (clipping is post-processing)."""
         return MetricDpGuarantee(self.params.eta, "l2", space.name if space else "", "token")
 
+    def clean_vectors(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace | None = None
+                      ) -> torch.Tensor:
+        """The rows ``[n, d]`` the noise is added to (tests: noise = noisy − clean)."""
+        return x.reshape(-1, x.shape[-1]).float()
+
+    def noisy_vectors(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace | None = None,
+                      generator: torch.Generator) -> torch.Tensor:
+        """The rows of ``x`` plus their Laplace noise, ``[n, d]``, before clipping."""
+        flat = self.clean_vectors(x)
+        return sample_laplace_noise(flat.shape[0], flat.shape[1], self.params.eta, generator,
+                                    flat.device).add_(flat)
+
+    def decode(self, noisy: torch.Tensor, x: torch.Tensor, *,
+               space: dpkit.EmbeddingSpace | None = None) -> torch.Tensor:
+        """The release for noisy rows: clipped when ``clip_bound`` is set, in ``x``'s shape."""
+        return clip_norms(noisy, self.params.clip_bound).reshape(x.shape)
+
     def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace | None = None,
                   generator: torch.Generator) -> torch.Tensor:
         """Noisy copies of the rows of ``x`` ``[..., d]`` (clipped when ``clip_bound`` is set)."""
-        flat = x.reshape(-1, x.shape[-1]).float()
-        noisy = sample_laplace_noise(flat.shape[0], flat.shape[1], self.params.eta, generator,
-                                     flat.device).add_(flat)
-        return clip_norms(noisy, self.clip_bound).reshape(x.shape)
+        return self.decode(self.noisy_vectors(x, generator=generator), x)
 
     def log_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Exact ``log p(y | x)`` per row; only without clipping (clipping puts mass on the sphere)."""
@@ -100,19 +114,34 @@ class Text2Text(dpkit.Component):
         key = (space.fingerprint, str(space.vectors.device), self.params.metric)
         return _INDEXES.get_or_build(key, lambda: VocabIndex(space.vectors, self.params.metric))
 
-    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
-                  generator: torch.Generator) -> torch.Tensor:
-        """Substitute ids ``[n]`` for ids ``x`` ``[n]``."""
+    def clean_vectors(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """Embeddings ``[m, d]`` of the in-vocabulary ids of ``x`` (the rows the noise is added to)."""
         if space is None:
             raise ValueError("text2text needs the embedding space (space=...) to embed and decode")
-        known = x >= 0
-        if not bool(known.any()):  # nothing to perturb: draw nothing (as dχ-STENCIL)
-            return x.clone()
-        vectors = space.vectors[x[known].to(space.vectors.device)]
-        noisy = vectors + sample_laplace_noise(vectors.shape[0], space.dim, self.params.eta,
-                                               generator, vectors.device)
+        return space.vectors[x[x >= 0].to(space.vectors.device)]
+
+    def noisy_vectors(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
+                      generator: torch.Generator) -> torch.Tensor:
+        """The noisy embeddings ``[m, d]`` that are decoded (nothing drawn when ``m`` is 0)."""
+        vectors = self.clean_vectors(x, space=space)
+        if len(vectors) == 0:  # nothing to perturb: draw nothing (as dχ-STENCIL)
+            return vectors
+        return vectors + sample_laplace_noise(vectors.shape[0], space.dim, self.params.eta,
+                                              generator, vectors.device)
+
+    def decode(self, noisy: torch.Tensor, x: torch.Tensor, *,
+               space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """Substitute ids ``[n]``: the nearest token of each noisy vector (reads only ``noisy``),
+        OOV ids and kept stop words as they are."""
         out = x.clone()
-        out[known] = self.index(space).search(noisy, 1)[1][:, 0].to(x.device)
+        known = x >= 0
+        if len(noisy):
+            out[known] = self.index(space).search(noisy, 1)[1][:, 0].to(x.device)
         verbatim = self.verbatim_mask(x, space)
         out[verbatim] = x[verbatim]
         return out
+
+    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
+                  generator: torch.Generator) -> torch.Tensor:
+        """Substitute ids ``[n]`` for ids ``x`` ``[n]``."""
+        return self.decode(self.noisy_vectors(x, space=space, generator=generator), x, space=space)

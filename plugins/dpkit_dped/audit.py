@@ -61,11 +61,13 @@ class DpsgdCanaryAudit:
         counts[:BACKGROUND_TOKENS] = 1.0
         steps = p.step_count()  # the steps the defense's run trains
         ctx.say(f"{steps} DP-SGD steps, q={p.sampling_rate}, z={z:.3f}, {len(docs)} documents")
+        sizes: list[int] = []
         model = self.train(docs[..., 0].to(ctx.device), docs[..., 1].to(ctx.device),
                            torch.ones(len(docs), pairs, device=ctx.device),
                            (counts / counts.sum()).to(ctx.device), dim=p.dim,
                            negatives=p.negative, noise_multiplier=z, max_grad_norm=p.max_grad_norm,
-                           sampling_rate=p.sampling_rate, steps=steps, lr=p.lr, generator=gen)
+                           sampling_rate=p.sampling_rate, steps=steps, lr=p.lr, generator=gen,
+                           on_batch=lambda batch: sizes.append(len(batch)))
         v, u = model.vectors.cpu(), model.out_vectors.cpu()
         scores = (v[canary_center] * u[canary_context]).sum(-1).double().numpy()
         law = {}
@@ -76,6 +78,10 @@ class DpsgdCanaryAudit:
             law["untouched rows"] = (variance_p_value(untouched / std),
                                      "output rows no document touches must be the declared "
                                      f"noise alone: N(0, {std:.3g}²) after {charged} charged steps")
+        rate = charged_sampling_rate(spends)
+        law["batch sizes"] = (batch_size_p_value(sizes, len(docs), rate),
+                              f"Poisson sampling: each step's batch must be Binomial({len(docs)}, "
+                              f"q={rate:g}), the rate the ledger's events charge")
         return CanaryRun(scores, ctx.ledger.epsilon(), ctx.ledger.delta_target,
                          "document (one canary document added or removed)",
                          {"noise_multiplier": z, "documents": len(docs), "steps_trained": steps,
@@ -89,6 +95,25 @@ def noise_row_std(z: float, clip: float, expected_batch: int, lr: float, momentu
     s = np.arange(1, steps + 1)
     w = (1 - momentum ** (steps - s + 1)) / (1 - momentum)
     return float(lr * z * clip / expected_batch * np.sqrt((w ** 2).sum()))
+
+
+def charged_sampling_rate(spends: list) -> float:
+    """The Poisson sampling rate q of the DP-SGD events the spends put on the ledger."""
+    rates = {g.event.sampling_probability for g, _label, _count in spends
+             if hasattr(getattr(g, "event", None), "sampling_probability")}
+    if len(rates) != 1:
+        raise ValueError(f"expected one Poisson-sampled DP-SGD event among the spends, got {rates}")
+    return float(rates.pop())
+
+
+def batch_size_p_value(sizes: list[int], documents: int, rate: float) -> float:
+    """Two-sided exact p-value that the summed batch sizes of ``len(sizes)`` steps are
+    Binomial(steps·documents, rate): the sampler draws at the rate the ledger charges."""
+    from scipy import stats
+
+    if not sizes:
+        return 1.0
+    return float(stats.binomtest(int(sum(sizes)), len(sizes) * documents, rate).pvalue)
 
 
 def variance_p_value(standardized: np.ndarray) -> float:

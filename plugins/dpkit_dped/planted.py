@@ -14,6 +14,7 @@ from dpkit.testing import (
     defense_audit,
     replace,
     scale_draws,
+    test_check,
 )
 
 AGG, SGD = "dpkit_dped.aggregation", "dpkit_dped.sgd"
@@ -43,10 +44,23 @@ def _count_divided(by: int):
     return make
 
 
+def _overlapping(original):
+    """Each shard also takes the first document of the next one."""
+    def partition(texts, num_shards, seed):
+        shards = original(texts, num_shards, seed)
+        return [s + shards[(i + 1) % len(shards)][:1] for i, s in enumerate(shards)]
+    return partition
+
+
+def _doubled(original):
+    return lambda teachers, queries, chunk=1024: original(teachers, queries, chunk) * 2
+
+
 def ledger_counts_every_query(defense: str, params: dict) -> None:
     """The ledger ε after recording the plan is at least the ε of num_queries queries, each
     releasing every channel at the plan's σ (composed independently of ``spends()``)."""
     import dp_accounting
+
 
     built = build_defense(defense, params)
     plan = built.noise_plan(1e-5, "rdp")
@@ -90,6 +104,12 @@ PLANTED_BUGS = [
                (replace("dpkit_dped.clipping", "clip_factors", _ones),)),
     PlantedBug("steps charged: half of those trained", "units or steps off", "dped_dpsgd",
                (replace("dpkit_dped.dpsgd:DpedDpsgd", "spends_for", _count_divided(2)),)),
+    PlantedBug("Poisson rate ×10 (the ledger charges q)", "sampling rate off", "dped_dpsgd",
+               (scale_draws(SGD, 0.1, site="sampling_rate", sampler="rand"),)),
+    PlantedBug("a document in two teachers' shards", "partition broken", "dped (teachers)",
+               (replace("dpkit_dped.pipeline", "partition", _overlapping),)),
+    PlantedBug("soft targets not normalised (×2)", "noise scaled", "dped (teachers)",
+               (replace(AGG, "teacher_probability_sum", _doubled),)),
 ]
 """Every planted bug of the DPED family (target ``dped (hard)``: DPED with hard labels)."""
 
@@ -105,4 +125,7 @@ def battery_checks(canaries: int = 1000, seed: int = 0) -> dict[str, list[Check]
                       assertion_check("ledger counts every query (dped_pate)",
                                     lambda: ledger_counts_every_query("dped_pate", SOFT))],
         "dped_dpsgd": [defense_audit("dped_dpsgd", DPSGD, canaries=min(canaries, 500), seed=seed)],
+        "dped (teachers)": [test_check(
+            "tests/plugins/dped/test_noise_laws.py::test_teacher_shards_are_disjoint_and_cover_the_corpus",
+            "tests/plugins/dped/test_noise_laws.py::test_each_teacher_adds_one_point_of_the_simplex_per_query")],
     }

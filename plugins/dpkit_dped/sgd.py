@@ -86,6 +86,7 @@ def train_on_pairs(n: int, draw: Callable, neg_probs: torch.Tensor, *, dim: int,
                    curve_points: int = 20, optimizer: str = "sgd", momentum: float = 0.9,
                    init: WordModel | None = None,
                    release: Callable[[list[torch.Tensor]], list[torch.Tensor]] | None = None,
+                   on_batch: Callable[[torch.Tensor], None] | None = None,
                    ) -> WordModel:
     """Run ``steps`` DP-SGD steps over ``n`` documents; returns the model with its curve.
 
@@ -100,6 +101,7 @@ def train_on_pairs(n: int, draw: Callable, neg_probs: torch.Tensor, *, dim: int,
     last point and the validation pairs' log perplexity. ``init`` (a public model) replaces the
     random start: fine-tuning. ``release``, when given, carries each step's noisy gradients to
     the side that applies them (e.g. across ``ctx.wire``) and returns what arrived.
+    ``on_batch``, when given, sees each step's sampled document ids (audits test their law).
     """
     dev = generator.device
     vocab_size = len(neg_probs)
@@ -126,6 +128,8 @@ def train_on_pairs(n: int, draw: Callable, neg_probs: torch.Tensor, *, dim: int,
     seen, loss_sum = 0.0, 0.0
     for step in range(1, steps + 1):
         batch = (torch.rand(n, generator=generator, device=dev) < sampling_rate).nonzero().squeeze(1)
+        if on_batch is not None:
+            on_batch(batch)
         c, x, m = draw(batch, generator)
         neg = torch.multinomial(neg_probs, max(x.numel(), 1) * negatives, replacement=True,
                                 generator=generator)[:x.numel() * negatives]

@@ -53,14 +53,14 @@ def tokenize_unpadded(model, texts: list[str], max_length: int,
     return out
 
 
-@torch.no_grad()
 def privatize_split(model, ids: list[torch.Tensor], labels: list[int], mechanism, space,
                     generator: torch.Generator) -> PrivateSplit:
     """Embed every token on the client and perturb it once with ``mechanism`` (batched)."""
     lengths = [int(t.numel()) for t in ids]
     flat = torch.cat(ids) if ids else torch.empty(0, dtype=torch.long, device=model.device)
-    clean = model.embed(flat)
-    noisy = mechanism.privatize(clean, space=space, generator=generator).to(clean.dtype)
+    with torch.no_grad():  # a block, not a decorator: mutation testing skips decorated functions
+        clean = model.embed(flat)
+        noisy = mechanism.privatize(clean, space=space, generator=generator).to(clean.dtype)
     return PrivateSplit(list(ids), list(noisy.split(lengths)),
                         torch.tensor(labels, dtype=torch.long, device=model.device))
 

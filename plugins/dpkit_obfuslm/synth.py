@@ -28,6 +28,7 @@ class SynthWeights:
     paper_scale: torch.Tensor   # [C, k_max] the paper's per-row scale (max u − min u)/ε, for reference
     sensitivity: torch.Tensor   # [C] exact shift-invariant L1 sensitivity Δ_S of the log-weights
     epsilon: float              # ε that holds within every cluster (inf for the faithful scale)
+    noise: torch.Tensor | None = None  # [C, k_max, k_max] the Laplace noise added to u (tests)
 
     def apply(self, table: torch.Tensor) -> torch.Tensor:
         """Synthesize ``table`` (rows indexed like the clustered matrix): W·table, batched."""
@@ -114,4 +115,4 @@ def weight_synth(x: torch.Tensor, clusters: Clusters, epsilon: float, generator:
     weights = torch.softmax(u + noise.to(u.device), dim=2)
     pair = valid.unsqueeze(2) & valid.unsqueeze(1)
     weights = weights.masked_fill(~pair, 0.0)
-    return SynthWeights(clusters, weights, scale, row_range / epsilon, sensitivity, achieved)
+    return SynthWeights(clusters, weights, scale, row_range / epsilon, sensitivity, achieved, noise)

@@ -65,11 +65,26 @@ class Stencil(dpkit.Component):
         """Window-mixed vectors ``[m, d]`` of the in-vocabulary ids of one sequence."""
         return window_mix(space.vectors[ids].float(), self.params.window, self.params.sigma)
 
-    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
-                  generator: torch.Generator) -> torch.Tensor:
-        """Substitute ids ``[n]`` for the ids ``x`` ``[n]`` of ONE sequence, in order."""
+    def clean_vectors(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """Window-mixed vectors ``[m, d]`` of the in-vocabulary ids of ONE sequence ``x``."""
         if space is None:
             raise ValueError(f"{self.name} needs the embedding space (space=...)")
+        x = x.to(space.vectors.device)
+        return self.mixed(x[x >= 0], space)
+
+    def noisy_vectors(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
+                      generator: torch.Generator) -> torch.Tensor:
+        """The vectors ``[m, d]`` that are decoded: mixed, plus Laplace(η) noise for dχ-STENCIL."""
+        vectors = self.clean_vectors(x, space=space)
+        if self.noisy and len(vectors):
+            vectors = vectors + sample_laplace_noise(len(vectors), space.dim, self.params.eta,
+                                                     generator, vectors.device)
+        return vectors
+
+    def decode(self, vectors: torch.Tensor, x: torch.Tensor, *,
+               space: dpkit.EmbeddingSpace) -> torch.Tensor:
+        """Substitute ids ``[n]``: nearest token of each vector (STENCIL: other than the original),
+        stop words kept when ``keep_stop_words``, OOV ids as they are."""
         index, stop = self.index(space)
         x = x.to(space.vectors.device)
         out = x.clone()
@@ -77,15 +92,16 @@ class Stencil(dpkit.Component):
         if len(known) == 0:
             return out
         ids = x[known]
-        vectors = self.mixed(ids, space)
-        if self.noisy:
-            vectors = vectors + sample_laplace_noise(len(ids), space.dim, self.params.eta,
-                                                     generator, vectors.device)
         exclude = None if self.noisy else ids
         chosen = index.search(vectors, 1, exclude)[1][:, 0]
         replace = ~stop[ids] if self.params.keep_stop_words else torch.ones_like(ids, dtype=torch.bool)
         out[known] = torch.where(replace, chosen, ids)
         return out
+
+    def privatize(self, x: torch.Tensor, *, space: dpkit.EmbeddingSpace,
+                  generator: torch.Generator) -> torch.Tensor:
+        """Substitute ids ``[n]`` for the ids ``x`` ``[n]`` of ONE sequence, in order."""
+        return self.decode(self.noisy_vectors(x, space=space, generator=generator), x, space=space)
 
 
 class DxStencil(Stencil):
@@ -107,8 +123,11 @@ class DxStencil(Stencil):
 
     Params = DxStencilParams
 
+    def noise_contribution(self) -> float:
+        """C = maxⱼ Σᵢ f_{i,j}: the declared η·C is η of the per-position noise times C."""
+        return max_contribution(self.params.window, self.params.sigma)
+
     def guarantee(self, space: dpkit.EmbeddingSpace | None = None) -> Guarantee:
         """(η·C)-dχ for the sum of per-token L2 distances of one sequence (C ≤ 2, Lemma 1)."""
-        contribution = max_contribution(self.params.window, self.params.sigma)
-        return MetricDpGuarantee(self.params.eta * contribution, "l2",
+        return MetricDpGuarantee(self.params.eta * self.noise_contribution(), "l2",
                                  space.name if space else "", "sequence")

@@ -9,7 +9,7 @@ from dpkit.testing.battery import run_battery, assertion_check
 from dpkit.testing.planted import PlantedBug, Patch, mutation_scores, replace, scale_draws
 
 BATTERIES = ["dpkit_dped.planted", "dpkit_snd.planted", "dpkit_hiddenecho.planted",
-             "dpkit_baselines.planted"]
+             "dpkit_baselines.planted", "dpkit_stencil.planted", "dpkit_obfuslm.planted"]
 
 
 @pytest.mark.parametrize("module", BATTERIES)

@@ -1,5 +1,7 @@
 """STENCIL / dχ-STENCIL: window weights, the contribution bound, decoding rules, guarantees."""
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -9,6 +11,7 @@ from dpkit.accounting import MetricDpGuarantee, NoGuarantee
 from dpkit.testing.strategies_tokens import random_space
 from dpkit_stencil.mechanisms import DxStencil, Stencil
 from dpkit_stencil.window import max_contribution, window_matrix, window_offsets
+from dpkit_stencil.window import window_mix
 
 sigmas = st.sampled_from([0.25, 0.5, 0.75, 1.0, 1.25, 3.0, 50.0])
 
@@ -89,17 +92,32 @@ def test_even_window_caps_preservation():
     assert keep_odd > 0.95 and keep_even < keep_odd
 
 
-@pytest.mark.parametrize("L", [1, 2, 3, 5, 8, 13])
-@pytest.mark.parametrize("sigma", [0.5, 1.25, 4.0])
-def test_pure_python_contribution_bound_equals_the_window_matrix(L, sigma):
-    """max_contribution (no torch: a spec's guarantee is checked without it) is the largest column
-    sum of the torch window matrix dχ-STENCIL mixes with."""
-    from_matrix = max(float(window_matrix(n, L, sigma).sum(0).max()) for n in range(1, 3 * L + 3))
-    assert max_contribution(L, sigma) == pytest.approx(from_matrix, abs=1e-12)
+def test_window_offsets_refuse_bad_sizes_and_sigmas_with_their_values():
+    with pytest.raises(ValueError, match="L must be ≥ 1, got 0"):
+        window_offsets(0, 1.0)
+    for sigma in (0.0, -1.0):
+        with pytest.raises(ValueError, match=f"sigma must be > 0, got {sigma}"):
+            window_offsets(3, sigma)
 
 
-def test_dx_stencil_draws_on_the_registered_laplace_dx_stream():
-    """privatize_text's common random numbers: dχ-STENCIL names laplace_dx's noise stream."""
-    from dpkit.contract.plugins import get_registry
+@pytest.mark.parametrize("L", [1, 3, 5, 7, 9, 11])
+def test_odd_windows_are_centred_on_the_token(L):
+    offsets, weights = window_offsets(L, 1.3)
+    half = (L - 1) // 2
+    assert offsets == list(range(-half, half + 1))
+    assert weights == [math.exp(-o * o / (2 * 1.3 * 1.3)) for o in offsets]
 
-    assert DxStencil.noise_stream == get_registry().get("mechanism", "laplace_dx").cls.noise_stream
+
+def test_window_matrix_is_exact_in_double_precision():
+    """Rows of f sum to 1 to double precision (a float32 accumulator would be off by ~1e-8)."""
+    f = window_matrix(40, 7, 0.9)
+    assert f.dtype == torch.float64
+    assert float((f.sum(1) - 1).abs().max()) < 1e-14
+    mixed = window_mix(torch.eye(40, dtype=torch.float64) * 3.0, 7, 0.9)
+    assert torch.allclose(mixed, 3.0 * f, rtol=0, atol=1e-14)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_window_mix_runs_on_the_input_device():
+    out = window_mix(torch.randn(9, 3, device="cuda"), 5, 1.0)
+    assert out.device.type == "cuda"

@@ -1,0 +1,104 @@
+"""DPED's aggregation in detail: clipping only outside the ball, Procrustes an orthogonal map onto
+the reference, votes that never name the query word, the faithful threshold compared without
+noise, what each target releases, refusals with their reasons. Kills the mutants of
+dpkit_dped/aggregation.py the law tests cannot see (tools/mutation.toml)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dpkit_dped.aggregation import (
+    Aggregate,
+    aggregate,
+    clip_rows,
+    procrustes_align,
+    teacher_votes,
+    vote_histogram,
+)
+from dpkit_dped.privacy import NoisePlan
+from dpkit_dped.skipgram import WordModel
+
+
+def test_clip_rows_scales_only_rows_outside_the_ball_on_the_last_axis():
+    x = torch.tensor([[[3.0, 4.0], [0.3, 0.4]], [[0.0, 0.0], [6.0, 8.0]]])
+    out = clip_rows(x, 1.0)
+    assert torch.allclose(out.norm(dim=-1), torch.tensor([[1.0, 0.5], [0.0, 1.0]]))
+    assert torch.equal(out[0, 1], x[0, 1]) and torch.equal(out[1, 0], x[1, 0])
+    small = torch.tensor([[0.03, 0.04], [0.3, 0.4]])
+    assert torch.allclose(clip_rows(small, 0.1).norm(dim=-1), torch.tensor([0.05, 0.1]))
+
+
+def test_procrustes_undoes_a_rotation_and_keeps_norms():
+    g = torch.Generator().manual_seed(0)
+    reference = torch.randn(50, 4, generator=g)
+    rotation, _ = torch.linalg.qr(torch.randn(4, 4, generator=g))
+    source = 2.5 * reference @ rotation
+    aligned = procrustes_align(source, reference)
+    assert torch.allclose(aligned, 2.5 * reference, atol=1e-4)
+    assert torch.allclose(aligned.norm(dim=1), source.norm(dim=1), atol=1e-4)
+
+
+def test_votes_never_name_the_query_and_chunks_do_not_matter():
+    g = torch.Generator().manual_seed(1)
+    vectors = torch.randn(12, 3, generator=g)
+    teachers = [WordModel(vectors, vectors.clone()) for _ in range(3)]  # self-similarity wins
+    queries = torch.arange(12)
+    votes = teacher_votes(teachers, queries, chunk=5)
+    assert bool((votes != queries).all())
+    assert torch.equal(votes, teacher_votes(teachers, queries, chunk=1024))
+    logits = vectors @ vectors.T
+    logits.fill_diagonal_(float("-inf"))
+    assert torch.equal(votes[0], logits.argmax(1))
+    hist = vote_histogram(torch.tensor([[1, 2], [1, 0], [1, 2]]), 4)
+    assert hist.tolist() == [[0, 3, 0, 0], [1, 0, 2, 0]]
+
+
+def test_abstain_share_is_the_share_not_answered():
+    agg = Aggregate(torch.arange(4), torch.tensor([True, False, False, False]), None,
+                    torch.zeros(4, dtype=torch.long))
+    assert agg.abstain_share == pytest.approx(0.75)
+
+
+def _summed():
+    summed = torch.zeros(6, 5)
+    summed[:, 2] = torch.tensor([1.0, 3.0, 5.0, 7.0, 9.0, 11.0])
+    return summed
+
+
+def test_faithful_threshold_compares_the_noiseless_top_count():
+    plan = NoisePlan(queries=6, sigma_threshold=None, sigma_votes=1e-6, faithful=True, target="hard")
+    agg = aggregate(None, _summed(), plan, threshold=5.0, clip=1.0,
+                    generator=torch.Generator().manual_seed(0))
+    assert agg.answered.tolist() == [False, False, True, True, True, True]
+    assert agg.soft is None and agg.hidden is None and agg.labels.tolist() == [2] * 6
+    assert torch.equal(agg.queries, torch.arange(6))
+
+
+def test_soft_release_is_the_noisy_sum_and_its_argmax():
+    plan = NoisePlan(queries=6, sigma_threshold=1e-6, sigma_votes=0.5, target="soft")
+    agg = aggregate(None, _summed(), plan, threshold=6.0, clip=1.0,
+                    generator=torch.Generator().manual_seed(0))
+    assert agg.soft is not None and torch.equal(agg.labels, agg.soft.argmax(-1))
+    assert agg.answered.tolist() == [False, False, False, True, True, True]
+
+
+def test_hidden_release_is_the_clipped_mean_and_needs_its_sigma():
+    vectors = torch.tensor([[[3.0, 4.0]], [[0.3, 0.4]]])          # two teachers, one query
+    plan = NoisePlan(queries=1, sigma_threshold=1e-9, sigma_votes=1e-9, sigma_hidden=1e-9,
+                     hidden_sens=1.0, target="hard")
+    summed = torch.tensor([[2.0, 0.0]])
+    agg = aggregate(vectors, summed, plan, threshold=1.0, clip=1.0,
+                    generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(agg.hidden, torch.tensor([[0.45, 0.6]]), atol=1e-6)
+    no_hidden = NoisePlan(queries=1, sigma_threshold=1.0, sigma_votes=1.0, target="hard")
+    with pytest.raises(ValueError, match="teacher vectors were given but the noise plan has no "
+                                         "hidden-layer σ"):
+        aggregate(vectors, summed, no_hidden, threshold=1.0, clip=1.0, generator=torch.Generator())
+
+
+def test_a_plan_without_threshold_noise_is_refused_unless_faithful():
+    plan = NoisePlan(queries=1, sigma_threshold=None, sigma_votes=1.0, faithful=True)
+    object.__setattr__(plan, "faithful", False)
+    with pytest.raises(ValueError, match="refusing to compare the noiseless top count"):
+        aggregate(None, _summed(), plan, threshold=1.0, clip=1.0, generator=torch.Generator())
