@@ -37,7 +37,7 @@ RECOVERED = 0.8
 def topic_texts(n: int, seed: int, public: bool) -> list[str]:
     """Documents of one topic each; the public corpus groups the same words by their position in
     the private topics (word j of every private topic forms public topic j)."""
-    words = [[f"w{t}x{j}" for j in range(WORDS)] for t in range(TOPICS)]
+    words = [[f"w{chr(97 + t)}{chr(97 + j)}" for j in range(WORDS)] for t in range(TOPICS)]
     if public:
         words = [[words[t][j] for t in range(TOPICS)] for j in range(WORDS)]
     rng = np.random.default_rng(seed)
@@ -45,7 +45,7 @@ def topic_texts(n: int, seed: int, public: bool) -> list[str]:
     for _ in range(n):
         topic = words[int(rng.integers(len(words)))]
         texts.append(" ".join(topic[rng.integers(len(topic))] if rng.random() < 0.7 else
-                              f"f{rng.integers(6)}" for _ in range(40)))
+                              f"f{chr(97 + int(rng.integers(6)))}" for _ in range(40)))
     return texts
 
 
@@ -80,13 +80,13 @@ def run(tmp_path_factory):
               "vocab_size": 130, "min_count": 1, "dim": 16, "window": 3, "epochs": 10,
               "teachers": 4, "num_queries": 126, "heldout_pairs": 4000, "noiseless": True}
 
-    def go(cls):
+    def go(cls, **override):
         reg = Registry()
         reg.add("dataset", RegroupedPublic, "tests")
         ctx = RunContext(dataset=private, model=None, device=torch.device("cpu"), seed=0,
                          ledger=Ledger(1e-5), registry=reg, cache_dir=cache)
-        fields = cls.Params.model_fields
-        return cls(cls.Params.model_validate({k: v for k, v in params.items() if k in fields})
+        fields, chosen = cls.Params.model_fields, {**params, **override}
+        return cls(cls.Params.model_validate({k: v for k, v in chosen.items() if k in fields})
                    ).run(ctx).metrics
 
     return go
@@ -95,7 +95,7 @@ def run(tmp_path_factory):
 def test_the_spec_sets_the_student_configuration_this_test_reads():
     params = spec_student_params()
     assert params["student_init"] == "public" and params["student_patience"] >= 1
-    assert {"student_epochs", "output_loss"} <= set(params)
+    assert "student_epochs" in params  # the rest (loss, refit, test level) are the defaults
 
 
 @pytest.mark.parametrize("cls", [DpedDefense, DpedPate], ids=["dped", "pate"])
@@ -106,3 +106,11 @@ def test_from_a_distant_public_start_the_spec_student_climbs_to_the_ensemble(run
     student = run(cls)
     assert student["ensemble_gain_recovered"] >= RECOVERED, student
     assert student["best_step"] > 0  # it kept trained epochs, not its start
+
+
+def test_eq4s_squared_loss_does_not_climb_from_a_distant_start(run):
+    """Why the paper's loss is not the default: ‖softmax(y) − t‖² has gradient O(p) on a context
+    the student gives probability p, so a start that misplaces the teachers' contexts gets almost
+    no signal where it is wrong; held-out answers show no significant gain and the start stays."""
+    student = run(DpedDefense, output_loss="squared")
+    assert student["ensemble_gain_recovered"] < 0.5, student
