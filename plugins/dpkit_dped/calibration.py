@@ -171,8 +171,10 @@ def heldout_perplexity(log_probs: torch.Tensor | Predictor, centers: torch.Tenso
                        contexts: torch.Tensor, bias: torch.Tensor | None = None) -> float:
     """exp of the mean cross-entropy of the held-out pairs under ``log_probs`` (+ ``bias``,
     renormalised per center word)."""
-    model = log_probs if isinstance(log_probs, Predictor) else None
-    raw = model.log_probs if model is not None else log_probs.double()
+    if isinstance(log_probs, Predictor):
+        model, raw = log_probs, log_probs.log_probs
+    else:
+        model, raw = None, log_probs.double()
     centers, contexts = centers.cpu(), contexts.cpu()
     picked = raw[centers, contexts]
     if bias is not None:

@@ -201,7 +201,8 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
     elif refit:
         student = eq3.new_student(trained)
         refit_curve = TrainingCurve("student (refit on every answer)")
-        fit_epochs(refit_curve, curve.best_step, eq3.epoch_runner(student, trained, lr, batch_size))
+        epochs_kept = curve.best_step or 0
+        fit_epochs(refit_curve, epochs_kept, eq3.epoch_runner(student, trained, lr, batch_size))
         test = replace(test, refit_rows=len(trained)) if test is not None else None
     model = student.to_word_model()
     model.curve, model.selection = curve, test
