@@ -32,6 +32,7 @@ from dpkit_dped.privacy import (
     paper_plan,
     plan_noise,
 )
+from dpkit_dped.heldout import fission
 from dpkit_dped.releases import query_releases, send_answers
 from dpkit_dped.scores import recovered_gains, teacher_reference_scores
 from dpkit_dped.skipgram import WordModel
@@ -121,7 +122,7 @@ class DpedDefense(dpkit.Component):
         kept, outputs, hidden_means = send_answers(
             ctx.wire, agg.answered, agg.soft if p.target == "soft" else agg.labels, agg.hidden)
         targets, informative_out = self.output_target(kept, outputs, plan, reference)
-        unbiased = outputs / p.teachers if p.target == "soft" else outputs
+        held, fold = self.held_out_targets(kept, outputs, plan, reference, ctx)
         hidden, informative_hidden = self.hidden_target(kept, hidden_means, plan, reference)
         student = train_student(
             kept, hidden, targets, output_rows=informative_out, hidden_rows=informative_hidden,
@@ -131,8 +132,8 @@ class DpedDefense(dpkit.Component):
             loss_kind=p.output_loss, generator=ctx.generator("dped-student"),
             init=reference if p.student_init == "public" else None,
             patience=p.student_patience, holdout_share=p.student_holdout_share,
-            held_targets=unbiased, keep_start_level=p.student_keep_start_level,
-            refit=p.student_refit)
+            held_targets=held, fold_targets=fold, keep_start_level=p.student_keep_start_level,
+            finish=p.student_finish)
         if student.selection is not None:
             ctx.say(f"{self.name}: {student.selection.describe()}")
         metrics = evaluate(ctx, setup, student, p)
@@ -150,15 +151,32 @@ class DpedDefense(dpkit.Component):
             metrics["target_epsilon"] = p.target_epsilon
         return with_curves(metrics, [student, reference, *teachers])
 
+    def held_out_targets(self, kept: torch.Tensor, outputs: torch.Tensor, plan: NoisePlan,
+                         reference: WordModel, ctx) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(scoring targets, fold-in targets or None) of the answers the student may hold out:
+        soft answers are split by Gaussian data fission (:mod:`dpkit_dped.heldout`) into an
+        unbiased half to score and a half post-processed as the training targets are, to fold
+        in; hard labels are scored as they are, without fold-in."""
+        p = self.params
+        if p.target == "hard":
+            return outputs, None
+        fold, score = fission(outputs / p.teachers, plan.sigma_votes / p.teachers,
+                              ctx.generator("dped-fission"))
+        return score, self.output_target(kept, fold * p.teachers, plan, reference,
+                                         noise_scale=2 ** 0.5)[0]
+
     def output_target(self, kept: torch.Tensor, outputs: torch.Tensor, plan: NoisePlan,
-                      reference: WordModel) -> tuple[torch.Tensor, torch.Tensor]:
+                      reference: WordModel, noise_scale: float = 1.0
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
         """Labels (hard) or soft target rows of the answered queries ``kept``, from their received
-        ``outputs`` alone, and which of them carry information."""
+        ``outputs`` alone (summed outputs whose noise std is ``noise_scale`` × the plan's), and
+        which of them carry information."""
         p = self.params
         if p.target == "hard":
             return outputs, torch.ones(len(kept), dtype=torch.bool, device=kept.device)
         prior = reference.context_logits(kept).softmax(dim=-1) if p.shrinkage == "wiener" else None
-        target, informative = soft_targets(outputs, p.teachers, plan.sigma_votes, prior)
+        target, informative = soft_targets(outputs, p.teachers, plan.sigma_votes * noise_scale,
+                                           prior)
         return (nonnegative(target) if p.output_loss == "cross_entropy" else target), informative
 
     def hidden_target(self, kept: torch.Tensor, hidden_means: torch.Tensor | None, plan: NoisePlan,

@@ -89,10 +89,11 @@ class TeacherParams(EnsembleParams):
         "significant at this one-sided level (mean gain > 0 and a Wilcoxon signed-rank test over "
         "held-out answers against their unbiased noisy targets, Bonferroni over the epochs "
         "compared); null: always"))
-    student_refit: bool = Field(True, description=(
-        "after choosing the number of epochs on held-out answers (and keeping it only if the "
-        "gain is significant), train again from the start on every answer for that many epochs; "
-        "false keeps the selection run, whose held-out words never trained"))
+    student_finish: Literal["fold_in", "rerun", "none"] = Field("fold_in", description=(
+        "after a kept epoch (chosen on held-out answers, kept only if its gain is significant): "
+        "fold_in fits every answered word's input vector to its own terms with the kept output "
+        "layer frozen; rerun trains again from the start on every answer for the kept number of "
+        "epochs; none keeps the selection run, whose held-out words never trained"))
     student_lr: float = Field(0.02, gt=0)
     student_batch: int = Field(512, ge=1)
     output_loss: Literal["squared", "cross_entropy"] = Field("cross_entropy", description=(

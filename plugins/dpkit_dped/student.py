@@ -14,8 +14,13 @@ from torch import nn
 
 from dpkit.ml.loop import Validation, fit_epochs
 from dpkit.ml.training import TrainingCurve
+from dpkit_dped.heldout import fit_vectors, fold_in_losses
 from dpkit_dped.selection import gain_test, row_output_losses
 from dpkit_dped.skipgram import WordModel
+
+
+FINISHES = ("fold_in", "rerun", "none")
+FINISH_STEPS = 50  # L-BFGS iterations of the final fold-in of every answered word
 
 
 class SkipGramStudent(nn.Module):
@@ -127,7 +132,8 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
                   hidden_rows: torch.Tensor | None = None, init: WordModel | None = None,
                   patience: int | None = None, holdout_share: float = 0.1,
                   held_targets: torch.Tensor | None = None,
-                  keep_start_level: float | None = 0.05, refit: bool = True) -> WordModel:
+                  fold_targets: torch.Tensor | None = None,
+                  keep_start_level: float | None = 0.05, finish: str = "fold_in") -> WordModel:
     """Minimize Eq. 3 — ‖h_S(x) − H̃(x)‖² + L_out(y_S(x), ŷ(x)) — over the answered queries.
 
     ``targets`` are hard labels ``[n]`` or soft target rows ``[n, V]``; ``loss_kind`` is Eq. 4's
@@ -143,20 +149,29 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
     only if its held-out gain over the start (epoch 0) is significant at ``keep_start_level``
     (:mod:`dpkit_dped.selection`; None: always), the held-out loss measured against
     ``held_targets`` (default ``targets``; pass the unbiased noisy estimate where ``targets`` were
-    made nonnegative). Then, with ``refit``, the student is trained again from its start on every
-    answer for that many epochs — a held-out word's embedding never trains, so keeping the
-    selection run would leave a tenth of the queried words at their start. Without a significant
-    gain the start is kept. Fewer than two output terms leave nothing to stop on: with
+    made nonnegative). With ``fold_targets`` (one per answer) each held-out word's input vector
+    is first fitted to its own terms against them, the output layer frozen, and the answer scored
+    after that (fold-in, :mod:`dpkit_dped.heldout`; pass the two halves of a data fission as
+    ``fold_targets`` and ``held_targets``); without, it is scored at its start vector. A kept
+    epoch is then finished, since a held-out word's vector never trains in the selection run:
+    ``fold_in`` fits every answered word's input vector to its own terms with the kept output
+    layer frozen (the model the fold-in score chose), ``rerun`` trains again from the start on
+    every answer for the kept number of epochs, ``none`` keeps the selection run. Without a
+    significant gain the start is kept. Fewer than two output terms leave nothing to stop on: with
     ``patience`` they are not trained. The choice is on ``model.selection``.
     """
     if patience is not None and not 0 < holdout_share < 1:
         raise ValueError(f"holdout_share must lie in (0, 1) to stop early, got {holdout_share}")
+    if finish not in FINISHES:
+        raise ValueError(f"finish must be one of {FINISHES}, got {finish!r}")
     if keep_start_level is not None and not 0 < keep_start_level < 1:
         raise ValueError(f"keep_start_level must lie in (0, 1) or be None, got {keep_start_level}")
     held_goal = targets if held_targets is None else held_targets
-    if len(held_goal) != len(targets):
-        raise ValueError(f"held_targets has {len(held_goal)} rows, targets {len(targets)}; give "
-                         "one held-out target per answered query")
+    if len(held_goal) != len(targets) or (fold_targets is not None
+                                          and len(fold_targets) != len(targets)):
+        raise ValueError(f"held_targets / fold_targets must have one row per answered query "
+                         f"({len(targets)}), got {len(held_goal)} / "
+                         f"{'–' if fold_targets is None else len(fold_targets)}")
     every = torch.ones(len(ids), dtype=torch.bool, device=ids.device)
     out_mask = (every if output_rows is None else output_rows.to(ids.device)) & (output_weight > 0)
     hid_mask = ((every if hidden_rows is None else hidden_rows.to(ids.device))
@@ -173,7 +188,15 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
     student = eq3.new_student(fit)
     curve = TrainingCurve("student")
 
+    held_start = student.embed[ids[held]].detach().clone()
+
     def held_rows() -> torch.Tensor:
+        if fold_targets is not None:
+            return fold_in_losses(
+                student.out, student.bias, held_start, fold_targets[held], held_goal[held],
+                loss_kind=loss_kind, output_weight=output_weight,
+                hidden=None if hidden is None else hidden[held], hidden_mask=hid_mask[held],
+                hidden_weight=hidden_weight)
         with torch.no_grad():
             logits = student(ids[held])[1]
             return output_weight * row_output_losses(logits, held_goal[held], loss_kind)
@@ -198,12 +221,22 @@ def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch
     if not keep:
         student.load_state_dict(start_state)
         curve.best_step = 0
-    elif refit:
+    elif finish == "fold_in":
+        words, inverse = torch.unique(ids[trained], return_inverse=True)
+        vectors = fit_vectors(
+            student.out, student.bias, student.embed[words], inverse, targets[trained],
+            loss_kind=loss_kind, output_weight=output_weight,
+            hidden=None if hidden is None else hidden[trained], hidden_mask=hid_mask[trained],
+            hidden_weight=hidden_weight, steps=FINISH_STEPS)
+        with torch.no_grad():
+            student.embed[words] = vectors
+        test = replace(test, finish=f"fold-in of all {len(words)} answered words") if test else None
+    elif finish == "rerun":
         student = eq3.new_student(trained)
-        refit_curve = TrainingCurve("student (refit on every answer)")
+        refit_curve = TrainingCurve("student (rerun on every answer)")
         epochs_kept = curve.best_step or 0
         fit_epochs(refit_curve, epochs_kept, eq3.epoch_runner(student, trained, lr, batch_size))
-        test = replace(test, refit_rows=len(trained)) if test is not None else None
+        test = replace(test, finish=f"rerun on all {len(trained)} answers") if test else None
     model = student.to_word_model()
     model.curve, model.selection = curve, test
     return model

@@ -8,6 +8,7 @@ import torch
 from dpkit_dped.corpus import build_vocabulary, encode, sentences, skipgram_pairs
 from dpkit_dped.defenses import DpedDefense
 from dpkit_dped.skipgram import WordModel, train_gensim
+from dpkit_dped.selection import row_output_losses
 from dpkit_dped.student import split_holdout, train_student
 from pydantic import ValidationError
 
@@ -24,13 +25,13 @@ def answers(seed: int = 0, n: int = 40):
     return ids, torch.randn(n, D, generator=g), torch.randint(0, V, (n,), generator=g)
 
 
-def student(*, labels=None, init=None, patience=2, lr=0.05, with_hidden=True, refit=True, n=40):
+def student(*, labels=None, init=None, patience=2, lr=0.05, with_hidden=True, n=40):
     ids, hidden, drawn = answers(n=n)
     return train_student(ids, hidden if with_hidden else None, drawn if labels is None else labels,
                          vocab_size=V, dim=D,
                          epochs=30, lr=lr, batch_size=8, hidden_weight=1.0, loss_kind="squared",
                          generator=torch.Generator().manual_seed(1), init=init,
-                         patience=patience, holdout_share=0.25, refit=refit)
+                         patience=patience, holdout_share=0.25)
 
 
 def test_the_student_reads_only_what_was_released():
@@ -51,29 +52,35 @@ def test_the_student_reads_only_what_was_released():
                 {"pipeline", "corpus", "sources", "scores", "calibration", "evaluation", "data"}}
 
 
-def test_a_kept_epoch_count_is_rerun_on_every_answer():
-    """With refit the chosen number of epochs is trained again on all answers: the held-out
-    words' embeddings move too, which the selection run never trains."""
+@pytest.mark.parametrize("finish", ["fold_in", "rerun"])
+def test_a_kept_epoch_is_finished_on_every_answer(finish):
+    """After the selection run the held-out words' vectors move too (fold-in with the kept output
+    layer, or a rerun on every answer), which the selection run itself never trains."""
     words, g = 60, torch.Generator().manual_seed(2)
     start = WordModel(torch.randn(words, D, generator=g), torch.randn(words, D, generator=g),
                       torch.zeros(words))
     ids = torch.randperm(words, generator=g)  # every word answered once
     labels = ids % 3  # a learnable rule: every word predicts one of three contexts
+    soft = torch.nn.functional.one_hot(labels, words).float() * 0.9 + 0.1 / words
 
-    def run(refit: bool) -> WordModel:
-        return train_student(ids, None, labels, vocab_size=words, dim=D, epochs=30, lr=0.1,
+    def run(how: str) -> WordModel:
+        return train_student(ids, None, soft, vocab_size=words, dim=D, epochs=30, lr=0.1,
                              batch_size=8, hidden_weight=0.0, loss_kind="cross_entropy",
                              generator=torch.Generator().manual_seed(1), init=start, patience=3,
-                             holdout_share=0.25, refit=refit)
+                             holdout_share=0.25, fold_targets=soft, finish=how)
 
-    kept, refit = run(False), run(True)
+    kept, finished = run("none"), run(finish)
     assert kept.selection.significant and kept.curve.best_step > 0
-    assert refit.curve.best_step == kept.curve.best_step
+    assert finished.curve.best_step == kept.curve.best_step
     _, held = split_holdout(torch.arange(words), 0.25, torch.Generator().manual_seed(1))
     held_words = ids[held]
     assert torch.equal(kept.vectors[held_words], start.vectors[held_words])
-    assert not torch.equal(refit.vectors[held_words], start.vectors[held_words])
-    assert refit.selection.refit_rows == words and kept.selection.refit_rows is None
+    assert not torch.equal(finished.vectors[held_words], start.vectors[held_words])
+    truth = row_output_losses(finished.context_logits(ids), soft, "cross_entropy").mean()
+    assert truth < row_output_losses(kept.context_logits(ids), soft, "cross_entropy").mean()
+    assert finished.selection.finish and kept.selection.finish is None
+    with pytest.raises(ValueError, match="finish"):
+        run("twice")
 
 
 def test_a_student_that_only_gets_worse_keeps_its_start():
