@@ -73,6 +73,7 @@ _HOMES: dict[str, str] = {
     "Ledger": "dpkit.accounting.ledger",
     "calibrate_noise": "dpkit.accounting.calibration",
     "dpsgd_event": "dpkit.accounting.events",
+    "epsilon_of": "dpkit.accounting.events",
     # Errors
     "AccountingError": "dpkit.base.errors",
     "AuditError": "dpkit.base.errors",
@@ -200,7 +201,7 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
     )
     from dpkit.accounting.ledger import Ledger as Ledger
     from dpkit.accounting.calibration import calibrate_noise as calibrate_noise
-    from dpkit.accounting.events import dpsgd_event as dpsgd_event
+    from dpkit.accounting.events import dpsgd_event as dpsgd_event, epsilon_of as epsilon_of
     from dpkit.base.errors import (
         AccountingError as AccountingError,
         AuditError as AuditError,

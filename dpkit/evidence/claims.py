@@ -37,6 +37,9 @@ class Claim(BaseModel):
         "number, or one per compared sweep value (at: equal)")
     paper_source: str | None = Field(None, min_length=1, description="where in the paper "
                                      "paper_effect comes from (table, setting, numbers)")
+    robustness: list[str] = Field(default_factory=list, description="other metrics the same "
+                                  "claim is judged on (e.g. the metric with a calibration fitted "
+                                  "on another sample); the run says whether the verdict moves")
 
     @model_validator(mode="after")
     def _consistent(self) -> Claim:
@@ -63,6 +66,9 @@ class Claim(BaseModel):
             raise ValueError(f"a relative margin with direction greater must exceed -1, got "
                              f"{self.margin}")
         self._check_paper_effect()
+        if self.metric in self.robustness or len(set(self.robustness)) != len(self.robustness):
+            raise ValueError(f"robustness lists {self.robustness}: name each other metric once, "
+                             f"not the claim's own metric {self.metric!r}")
         return self
 
     def _check_paper_effect(self) -> None:

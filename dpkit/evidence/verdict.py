@@ -52,6 +52,7 @@ class ClaimResult:
     spec: dict
     points: list[PointResult] = field(default_factory=list)
     power_note: str = ""  # "with N seeds the run had 80 % power to show this if, in truth, …"
+    robustness: dict[str, str] = field(default_factory=dict)  # other metric -> its verdict
 
     @property
     def headline(self) -> str:
@@ -71,7 +72,16 @@ def resolve(claim: Claim, report_x: str | None) -> Claim:
 
 
 def evaluate(claim: Claim, rows: list[CellResult], report_x: str | None = None) -> ClaimResult:
-    """Judge one claim on the finished rows (paired by seed)."""
+    """Judge one claim on the finished rows (paired by seed), and again on each of its
+    ``robustness`` metrics (their verdicts on ``result.robustness``)."""
+    result = _evaluate(claim, rows, report_x)
+    for metric in claim.robustness:
+        other = claim.model_copy(update={"metric": metric, "robustness": []})
+        result.robustness[metric] = _evaluate(other, rows, report_x).verdict
+    return result
+
+
+def _evaluate(claim: Claim, rows: list[CellResult], report_x: str | None = None) -> ClaimResult:
     claim = resolve(claim, report_x)
 
     def result(verdict: str, reason: str, points: list[PointResult] | None = None) -> ClaimResult:
@@ -188,6 +198,10 @@ def format_verdicts(results: list[ClaimResult]) -> str:
         lines.append(f"  [{i}] {MARKS[r.verdict]} {r.verdict.upper()}: {r.claim}")
         lines.append(f"      {r.headline}")
         lines.append(f"      {r.reason}")
+        if r.robustness:
+            lines.append("      robustness: " + "; ".join(
+                f"on {m} {v} ({'same' if v == r.verdict else 'moved'})"
+                for m, v in r.robustness.items()))
         if r.points:
             lines.append(f"      {_roles(r.spec)}")
         for p in r.points:
@@ -199,6 +213,14 @@ def format_verdicts(results: list[ClaimResult]) -> str:
             lines.append(f"      {where}A={p.a_mean:.4g} B={p.b_mean:.4g} "
                          f"diff={d['mean']:+.4g} {ci} {_bar(r.spec)}{ps}"
                          f"{_power_part(p, r.spec['direction'])}")
+    robust = [(i, r) for i, r in enumerate(results, 1) if r.robustness]
+    if robust:
+        moved = [f"[{i}] {r.verdict} → {v} on {m}" for i, r in robust
+                 for m, v in r.robustness.items() if v != r.verdict]
+        same = sum(set(r.robustness.values()) == {r.verdict} for _, r in robust)
+        metrics = sorted({m for _, r in robust for m in r.robustness})
+        lines.append(f"robustness: {same} of {len(robust)} claims keep their verdict on "
+                     f"{', '.join(metrics)}" + (f"; moved: {'; '.join(moved)}" if moved else ""))
     return "\n".join(lines)
 
 

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
-
 import torch
 
 import dpkit
 from dpkit import DefenseResult, Release, attach_curves, declare_releases
 from dpkit_dped.aggregation import aggregate
-from dpkit_dped.pipeline import evaluate, prepare, public_model, teacher_models, teacher_outputs
-from dpkit_dped.privacy import NoisePlan, hidden_sensitivity, noiseless_plan, plan_noise
+from dpkit_dped.params import DpedParams, PateParams
+from dpkit_dped.pipeline import (
+    evaluate,
+    prepare,
+    public_model,
+    teacher_key,
+    teacher_models,
+    teacher_outputs,
+)
+from dpkit_dped.privacy import (
+    NoisePlan,
+    hidden_sensitivity,
+    noiseless_plan,
+    paper_plan,
+    plan_noise,
+)
+from dpkit_dped.heldout import fission
 from dpkit_dped.releases import query_releases, send_answers
+from dpkit_dped.scores import recovered_gains, teacher_reference_scores
 from dpkit_dped.skipgram import WordModel
 from dpkit_dped.student import train_student
 from dpkit_dped.targets import hidden_targets, nonnegative, soft_targets
-from dpkit_dped.params import DpedParams, PateParams
 
 
 def privacy_settings(ctx) -> tuple[float, str]:
@@ -62,6 +76,10 @@ class DpedDefense(dpkit.Component):
         if p.noiseless:
             return noiseless_plan(p.num_queries, hidden=self.uses_hidden, hidden_sens=sens,
                                   target=p.target)
+        if p.accounting == "paper":
+            return paper_plan(epsilon_per_query=p.target_epsilon, delta=delta,
+                              accountant=accountant, queries=p.num_queries, hidden_sens=sens,
+                              teachers=p.teachers, clip=getattr(p, "clip", 1.0), target=p.target)
         return plan_noise(target_epsilon=p.target_epsilon, delta=delta, accountant=accountant,
                           queries=p.num_queries, shares=shares,
                           noisy_threshold=p.threshold == "noisy", hidden_sens=sens, target=p.target)
@@ -95,7 +113,7 @@ class DpedDefense(dpkit.Component):
         kept, outputs, hidden_means = send_answers(
             ctx.wire, agg.answered, agg.soft if p.target == "soft" else agg.labels, agg.hidden)
         targets, informative_out = self.output_target(kept, outputs, plan, reference)
-        unbiased = outputs / p.teachers if p.target == "soft" else outputs
+        held, fold = self.held_out_targets(kept, outputs, plan, reference, ctx)
         hidden, informative_hidden = self.hidden_target(kept, hidden_means, plan, reference)
         student = train_student(
             kept, hidden, targets, output_rows=informative_out, hidden_rows=informative_hidden,
@@ -104,12 +122,14 @@ class DpedDefense(dpkit.Component):
             output_weight=getattr(p, "output_weight", 1.0),
             loss_kind=p.output_loss, generator=ctx.generator("dped-student"),
             init=reference if p.student_init == "public" else None,
-            validation=tuple(x.to(ctx.device) for x in setup.validation),
             patience=p.student_patience, holdout_share=p.student_holdout_share,
-            held_targets=unbiased, keep_start_level=p.student_keep_start_level)
+            held_targets=held, fold_targets=fold, keep_start_level=p.student_keep_start_level,
+            finish=p.student_finish)
         if student.selection is not None:
             ctx.say(f"{self.name}: {student.selection.describe()}")
         metrics = evaluate(ctx, setup, student, p)
+        metrics.update(recovered_gains(metrics, teacher_reference_scores(
+            ctx, setup, p, reference, teachers, teacher_key(ctx, setup, p))))
         if student.selection is not None:
             metrics.update(student_held_gain=student.selection.gain,
                            student_gain_p=student.selection.p_value)
@@ -122,15 +142,32 @@ class DpedDefense(dpkit.Component):
             metrics["target_epsilon"] = p.target_epsilon
         return with_curves(metrics, [student, reference, *teachers])
 
+    def held_out_targets(self, kept: torch.Tensor, outputs: torch.Tensor, plan: NoisePlan,
+                         reference: WordModel, ctx) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(scoring targets, fold-in targets or None) of the answers the student may hold out:
+        soft answers are split by Gaussian data fission (:mod:`dpkit_dped.heldout`) into an
+        unbiased half to score and a half post-processed as the training targets are, to fold
+        in; hard labels are scored as they are, without fold-in."""
+        p = self.params
+        if p.target == "hard":
+            return outputs, None
+        fold, score = fission(outputs / p.teachers, plan.sigma_votes / p.teachers,
+                              ctx.generator("dped-fission"))
+        return score, self.output_target(kept, fold * p.teachers, plan, reference,
+                                         noise_scale=2 ** 0.5)[0]
+
     def output_target(self, kept: torch.Tensor, outputs: torch.Tensor, plan: NoisePlan,
-                      reference: WordModel) -> tuple[torch.Tensor, torch.Tensor]:
+                      reference: WordModel, noise_scale: float = 1.0
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
         """Labels (hard) or soft target rows of the answered queries ``kept``, from their received
-        ``outputs`` alone, and which of them carry information."""
+        ``outputs`` alone (summed outputs whose noise std is ``noise_scale`` × the plan's), and
+        which of them carry information."""
         p = self.params
         if p.target == "hard":
             return outputs, torch.ones(len(kept), dtype=torch.bool, device=kept.device)
         prior = reference.context_logits(kept).softmax(dim=-1) if p.shrinkage == "wiener" else None
-        target, informative = soft_targets(outputs, p.teachers, plan.sigma_votes, prior)
+        target, informative = soft_targets(outputs, p.teachers, plan.sigma_votes * noise_scale,
+                                           prior)
         return (nonnegative(target) if p.output_loss == "cross_entropy" else target), informative
 
     def hidden_target(self, kept: torch.Tensor, hidden_means: torch.Tensor | None, plan: NoisePlan,

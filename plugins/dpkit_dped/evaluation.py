@@ -22,18 +22,6 @@ def perplexity(model: WordModel, centers: torch.Tensor, contexts: torch.Tensor, 
     return math.exp(total / max(len(centers), 1))
 
 
-def ensemble_perplexity(models: list[WordModel], centers: torch.Tensor, contexts: torch.Tensor,
-                        chunk: int = 4096) -> float:
-    """:func:`perplexity` of the models' averaged softmax distribution (a mixture, not a product)."""
-    total = 0.0
-    for s in range(0, len(centers), chunk):
-        c, x = centers[s:s + chunk], contexts[s:s + chunk]
-        rows = torch.arange(len(c), device=c.device)
-        logp = torch.stack([m.context_logits(c).log_softmax(dim=-1)[rows, x] for m in models])
-        total -= float((torch.logsumexp(logp, dim=0) - math.log(len(models))).sum())
-    return math.exp(total / max(len(centers), 1))
-
-
 def pair_spearman(vectors: torch.Tensor, vocab: Vocabulary,
                   pairs: list[tuple[str, str, float]]) -> tuple[float, float]:
     """Spearman ρ between cosine similarity and human scores on in-vocabulary pairs, and coverage."""

@@ -31,7 +31,9 @@ class CorpusParams(dpkit.Params):
     workers: int = Field(1, ge=1, description=(
         "gensim threads; 1 (default) makes every model a function of the seed, more trains "
         "faster but gensim's threads race, so reruns of the same seed differ"))
-    topic_data: str | None = "reuters_r8"
+    topic_data: str | None = Field("20newsgroups", description=(
+        "labelled corpus of the downstream topic classifier on averaged word vectors (the paper's "
+        "IMDb sentiment task is not reachable here); None skips it"))
     topic_data_params: dict = Field(default_factory=dict)
 
 
@@ -58,6 +60,11 @@ class TeacherParams(EnsembleParams, dpkit.TrainingParams.part(
     """Teacher ensemble, noisy aggregation and student settings (DPED and PATE)."""
 
     target_epsilon: float = Field(2.0, gt=0)
+    accounting: Literal["composed", "paper"] = Field("composed", description=(
+        "composed: σ calibrated so that all num_queries queries together spend target_epsilon; "
+        "paper: σ from the paper's per-query formula with ε = target_epsilon per query and "
+        "release and its sensitivities (1, C/N), not composed — the ledger still records what "
+        "the queries really spend, composed with the true sensitivities"))
     noiseless: bool = Field(False, description=(
         "σ = 0 on every release: the pipeline's noiseless reference, recorded as ε = ∞ "
         "(target_epsilon is then unused)"))
@@ -83,9 +90,18 @@ class TeacherParams(EnsembleParams, dpkit.TrainingParams.part(
         "significant at this one-sided level (mean gain > 0 and a Wilcoxon signed-rank test over "
         "held-out answers against their unbiased noisy targets, Bonferroni over the epochs "
         "compared); null: always"))
+    student_finish: Literal["fold_in", "rerun", "none"] = Field("fold_in", description=(
+        "after a kept epoch (chosen on held-out answers, kept only if its gain is significant): "
+        "fold_in fits every answered word's input vector to its own terms with the kept output "
+        "layer frozen; rerun trains again from the start on every answer for the kept number of "
+        "epochs; none keeps the selection run, whose held-out words never trained"))
     student_lr: float = Field(0.02, gt=0)
     student_batch: int = Field(512, ge=1)
-    output_loss: Literal["squared", "cross_entropy"] = "squared"
+    output_loss: Literal["squared", "cross_entropy"] = Field("cross_entropy", description=(
+        "the student's output term: cross_entropy against the soft target (the default: it "
+        "weighs every context word by log-loss, as the perplexity does) or Eq. 4's squared "
+        "distance ‖softmax(y_S) − ŷ‖² (the paper's, whose gradient on a word of probability p "
+        "is O(p), so it leaves the low-probability tail where most of the log-loss lies)"))
     student_init: Literal["random", "public"] = "random"
 
 

@@ -27,10 +27,10 @@ from dpkit_dped.evaluation import (
     analogy_accuracy,
     bag_matrix,
     pair_spearman,
-    perplexity,
     quintile_similarity,
     topic_accuracy,
 )
+from dpkit_dped.scores import model_scores
 from dpkit_dped.skipgram import WordModel, cache_key, cached_models, train_gensim
 from dpkit_dped.sources import all_analogy_questions, load_benchmark, texts_of
 
@@ -215,11 +215,11 @@ def topic_bags(ctx, setup: Setup, p) -> tuple[tuple, tuple]:
 
 
 def evaluate(ctx, setup: Setup, model: WordModel, p) -> dict[str, float]:
-    """Every utility metric of ``model``."""
+    """Every utility metric of ``model``: raw and calibrated perplexities (:mod:`dpkit_dped.scores`),
+    word similarity, analogies, topic accuracy, cosine to the non-private model by quintile."""
     dev = ctx.device
     model = model.to(dev)
-    centers, contexts = setup.heldout
-    out = {"perplexity": perplexity(model, centers.to(dev), contexts.to(dev))}
+    out = model_scores(ctx, setup, p, model)
     for name in ("wordsim353", "simlex999"):
         rho, coverage = pair_spearman(model.vectors, setup.vocab, load_benchmark(ctx, name).pairs)
         out[f"{name}_spearman"], out[f"{name}_coverage"] = rho, coverage

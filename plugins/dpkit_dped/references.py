@@ -13,10 +13,17 @@ import dp_accounting
 import dpkit
 from dpkit import DefenseResult, DpGuarantee, NoGuarantee, Release, declare_releases
 from dpkit_dped.defenses import with_curves
-from dpkit_dped.evaluation import ensemble_perplexity
-from dpkit_dped.pipeline import evaluate, nonprivate_model, prepare, public_model, teacher_models
-from dpkit_dped.releases import MODEL, as_release, send_models
 from dpkit_dped.params import EnsembleParams, NonPrivateParams
+from dpkit_dped.pipeline import (
+    evaluate,
+    nonprivate_model,
+    prepare,
+    public_model,
+    teacher_key,
+    teacher_models,
+)
+from dpkit_dped.releases import MODEL, as_release, send_models
+from dpkit_dped.scores import recovered_gains, teacher_reference_scores
 
 NONPRIVATE_REASON = "non-private baseline: skip-gram trained on the private corpus without noise"
 ENSEMBLE_REASON = ("reference: the teachers' averaged predictive distribution, computed from the "
@@ -71,8 +78,10 @@ class DpedPublic(DpedNonPrivate):
 class DpedEnsemble(dpkit.Component):
     """The teacher ensemble as a predictor: the mean of the N teachers' softmax distributions.
 
-    Only its held-out perplexity is defined (it has no single word vectors). It is the ceiling a
-    distilled student approaches without noise; the ledger records ε = ∞.
+    Only its held-out perplexities are defined (it has no single word vectors): raw and
+    calibrated, as every model's (:mod:`dpkit_dped.scores`). It is the ceiling a distilled student
+    approaches without noise (``ensemble_gain_recovered`` = 1 by definition); the ledger records
+    ε = ∞.
     """
 
     name = "dped_ensemble"
@@ -92,7 +101,8 @@ class DpedEnsemble(dpkit.Component):
         p = self.params
         setup = prepare(ctx, p)
         teachers = send_models(ctx.wire, teacher_models(ctx, setup, p))
-        centers, contexts = (x.to(ctx.device) for x in setup.heldout)
-        metrics = {"perplexity": ensemble_perplexity(teachers, centers, contexts),
-                   "teachers": float(len(teachers))}
+        references = teacher_reference_scores(ctx, setup, p, public_model(ctx, setup, p), teachers,
+                                              teacher_key(ctx, setup, p))
+        metrics = {**references["ensemble"], "teachers": float(len(teachers))}
+        metrics.update(recovered_gains(metrics, references))
         return with_curves(metrics, teachers)

@@ -55,6 +55,7 @@ class GainTest:
     p_value: float  # one-sided signed-rank, Bonferroni-corrected over ``compared`` epochs, ≤ 1
     compared: int
     level: float
+    finish: str | None = None  # how the kept epoch was finished (the student's ``finish``)
 
     @property
     def significant(self) -> bool:
@@ -64,6 +65,8 @@ class GainTest:
     def describe(self) -> str:
         """One line for the run log."""
         kept = f"epoch {self.best_step}" if self.significant else "the start (epoch 0)"
+        if self.significant and self.finish is not None:
+            kept = f"epoch {self.best_step}, then {self.finish}"
         return (f"held-out gain of epoch {self.best_step} over the start {self.gain:+.4g}, "
                 f"p = {self.p_value:.3g} (Bonferroni over {self.compared} epochs) against "
                 f"{self.level}: keeping {kept}")

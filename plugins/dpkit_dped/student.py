@@ -1,16 +1,25 @@
-"""The DPED student: a skip-gram network trained on the noisy teacher releases (Eq. 3–4)."""
+"""The DPED student: a skip-gram network trained on the noisy teacher releases (Eq. 3–4).
+
+The student is a pure function of what crossed the wire (the answered query ids, their released
+outputs and hidden means), the public start and public numbers (the planned noise): nothing here
+reads private text, so it can run on the untrusted side of the wire.
+"""
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
 import torch
 from torch import nn
 
 from dpkit import TrainingCurve, Validation, fit_epochs
-from dpkit_dped.evaluation import perplexity
+from dpkit_dped.heldout import fit_vectors, fold_in_losses
 from dpkit_dped.selection import gain_test, row_output_losses
 from dpkit_dped.skipgram import WordModel
+
+
+FINISHES = ("fold_in", "rerun", "none")
+FINISH_STEPS = 50  # L-BFGS iterations of the final fold-in of every answered word
 
 
 class SkipGramStudent(nn.Module):
@@ -39,19 +48,12 @@ class SkipGramStudent(nn.Module):
 
 
 def output_loss(logits: torch.Tensor, targets: torch.Tensor, kind: str) -> torch.Tensor:
-    """Eq. 4 (``squared``: ‖softmax(y_S) − ŷ‖², batch mean) or cross-entropy against ``targets``.
-
-    ``targets`` is either labels ``[B]`` (hard: ŷ is their one-hot vector) or soft target rows
-    ``[B, V]``; for cross-entropy soft rows must be distributions (see ``targets.nonnegative``).
-    """
-    soft = targets.is_floating_point()
-    if kind == "cross_entropy":
+    """Batch mean of Eq. 4 (``squared``: ‖softmax(y_S) − ŷ‖²) or of ``cross_entropy`` against
+    ``targets``: labels ``[B]`` (ŷ their one-hot vector) or soft target rows ``[B, V]`` (for
+    cross-entropy these must be distributions, see ``targets.nonnegative``)."""
+    if kind == "cross_entropy" and not targets.is_floating_point():
         return nn.functional.cross_entropy(logits, targets)
-    if kind == "squared":
-        probs = logits.softmax(dim=-1)
-        goal = targets if soft else nn.functional.one_hot(targets, probs.shape[-1]).to(probs.dtype)
-        return ((probs - goal) ** 2).sum(dim=-1).mean()
-    raise ValueError(f"output loss must be 'squared' or 'cross_entropy', got {kind!r}")
+    return row_output_losses(logits, targets, kind).mean()
 
 
 def closed_form_rows(student: SkipGramStudent, ids: torch.Tensor, hidden: torch.Tensor) -> None:
@@ -73,132 +75,181 @@ def split_holdout(rows: torch.Tensor, share: float, generator: torch.Generator
     return order[cut:], order[:cut]
 
 
+class Eq3:
+    """Eq. 3 over the released answers — output terms where ``out_mask``, hidden terms where
+    ``hid_mask`` — and the student runs that minimise it."""
+
+    def __init__(self, ids, hidden, targets, *, out_mask, hid_mask, loss_kind: str,
+                 output_weight: float, hidden_weight: float, vocab_size: int, dim: int,
+                 init: WordModel | None, generator: torch.Generator):
+        self.ids, self.hidden, self.targets = ids, hidden, targets
+        self.out_mask, self.hid_mask = out_mask, hid_mask
+        self.kind, self.w_out, self.w_hid = loss_kind, output_weight, hidden_weight
+        self.vocab_size, self.dim, self.init, self.generator = vocab_size, dim, init, generator
+
+    def new_student(self, fit: torch.Tensor) -> SkipGramStudent:
+        """The start: ``init`` (or random), with every word whose output terms are not among the
+        ``fit`` rows set to the mean of its hidden targets (its exact minimiser)."""
+        student = SkipGramStudent(self.vocab_size, self.dim, self.generator, self.init)
+        only_hidden = self.hid_mask.clone()
+        only_hidden[fit] = False
+        if self.hidden is not None and bool(only_hidden.any()):
+            closed_form_rows(student, self.ids[only_hidden], self.hidden[only_hidden])
+        return student
+
+    def loss(self, student: SkipGramStudent, rows: torch.Tensor) -> torch.Tensor:
+        """Eq. 3's mean over ``rows``."""
+        h, logits = student(self.ids[rows])
+        loss = self.w_out * output_loss(logits, self.targets[rows], self.kind)
+        if self.hidden is not None and self.w_hid > 0:
+            squared = ((h - self.hidden[rows]) ** 2).sum(dim=-1)
+            loss = loss + self.w_hid * (squared * self.hid_mask[rows]).mean()
+        return loss
+
+    def epoch_runner(self, student: SkipGramStudent, fit: torch.Tensor, lr: float, batch: int):
+        """``train_epoch(epoch)`` for :func:`dpkit.ml.loop.fit_epochs`: one Adam pass over ``fit``."""
+        opt, n, g = torch.optim.Adam(student.parameters(), lr=lr), len(fit), self.generator
+
+        def train_epoch(epoch: int) -> float:
+            order = fit[torch.randperm(n, generator=g, device=g.device).to(fit.device)]
+            total = 0.0
+            for s in range(0, n, batch):
+                loss = self.loss(student, order[s:s + batch])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                total += float(loss.detach()) * min(batch, n - s)
+            return total / n
+
+        return train_epoch
+
+
 def train_student(ids: torch.Tensor, hidden: torch.Tensor | None, targets: torch.Tensor, *,
                   vocab_size: int, dim: int, epochs: int, lr: float, batch_size: int,
                   hidden_weight: float, loss_kind: str, generator: torch.Generator,
                   output_weight: float = 1.0, output_rows: torch.Tensor | None = None,
                   hidden_rows: torch.Tensor | None = None, init: WordModel | None = None,
-                  validation: tuple[torch.Tensor, torch.Tensor] | None = None,
                   patience: int | None = None, holdout_share: float = 0.1,
                   held_targets: torch.Tensor | None = None,
-                  keep_start_level: float | None = 0.05) -> WordModel:
+                  fold_targets: torch.Tensor | None = None,
+                  keep_start_level: float | None = 0.05, finish: str = "fold_in") -> WordModel:
     """Minimize Eq. 3 — ‖h_S(x) − H̃(x)‖² + L_out(y_S(x), ŷ(x)) — over the answered queries.
 
-    ``targets`` are hard labels ``[n]`` or soft target rows ``[n, V]`` (see :func:`output_loss`);
-    ``output_weight`` and ``hidden_weight`` weigh the two terms. ``hidden`` is ``None`` for the
-    labels-only (PATE) student. ``output_rows`` / ``hidden_rows`` (boolean ``[n]``, default all)
-    mark the terms whose target carries information; the others are left out (a target shrunk all
-    the way to the public model's prediction would only move the student by Adam's
-    scale-free steps on rounding-level gradients). Words never answered keep their initial vectors:
-    random, or ``init``'s (the public model: input and output layer).
+    ``targets`` are hard labels ``[n]`` or soft target rows ``[n, V]``; ``loss_kind`` is Eq. 4's
+    ``squared`` distance or ``cross_entropy``; ``output_weight`` / ``hidden_weight`` weigh the two
+    terms; ``hidden`` is ``None`` for the labels-only (PATE) student. ``output_rows`` /
+    ``hidden_rows`` (boolean ``[n]``, default all) mark the terms whose target carries information;
+    the others are left out. Words never answered keep ``init``'s vectors (or random ones). A word
+    with hidden terms only is set to its exact minimiser (the mean of its hidden targets).
 
-    A word with hidden terms only has the exact minimiser h = its hidden target (the mean of its
-    targets), which is set directly. The output terms are fitted by Adam. With ``patience`` set,
-    ``holdout_share`` of them is held out and the loop stops once the held-out output loss has not
-    improved for ``patience`` epochs, keeping the best epoch — the start (epoch 0) included, so a
-    student that only gets worse keeps its start; a held-out word's hidden term still counts.
-    The held-out loss is measured against ``held_targets`` (default ``targets``; pass the unbiased
-    noisy estimate where ``targets`` were made nonnegative), and the best epoch replaces the start
-    only if its held-out gain is significant at ``keep_start_level`` (None: always), see
-    :mod:`dpkit_dped.selection`; the test is on ``model.selection``.
-    Held-out answers are noisy releases already on the ledger, so stopping on them is
-    post-processing; ``validation`` (private documents set aside) is never used to choose anything:
-    its log perplexity is the curve's diagnostic (``val_metric`` when stopping, else the
-    validation loss). Fewer than two output terms leave nothing to stop on: with ``patience`` they
-    are not trained, and the curve, all closed form, is marked solved.
+    Without ``patience`` the output terms are fitted by Adam for ``epochs`` epochs. With it, the
+    number of epochs is chosen on answers: ``holdout_share`` of the output terms is held out, the
+    loop stops once their loss has not improved for ``patience`` epochs, and the best epoch counts
+    only if its held-out gain over the start (epoch 0) is significant at ``keep_start_level``
+    (:mod:`dpkit_dped.selection`; None: always), the held-out loss measured against
+    ``held_targets`` (default ``targets``; pass the unbiased noisy estimate where ``targets`` were
+    made nonnegative). With ``fold_targets`` (one per answer) each held-out word's input vector
+    is first fitted to its own terms against them, the output layer frozen, and the answer scored
+    after that (fold-in, :mod:`dpkit_dped.heldout`; pass the two halves of a data fission as
+    ``fold_targets`` and ``held_targets``); without, it is scored at its start vector. A kept
+    epoch is then finished, since a held-out word's vector never trains in the selection run:
+    ``fold_in`` fits every answered word's input vector to its own terms with the kept output
+    layer frozen (the model the fold-in score chose), ``rerun`` trains again from the start on
+    every answer for the kept number of epochs, ``none`` keeps the selection run. Without a
+    significant gain the start is kept. Fewer than two output terms leave nothing to stop on: with
+    ``patience`` they are not trained. The choice is on ``model.selection``.
     """
     if patience is not None and not 0 < holdout_share < 1:
         raise ValueError(f"holdout_share must lie in (0, 1) to stop early, got {holdout_share}")
+    if finish not in FINISHES:
+        raise ValueError(f"finish must be one of {FINISHES}, got {finish!r}")
     if keep_start_level is not None and not 0 < keep_start_level < 1:
         raise ValueError(f"keep_start_level must lie in (0, 1) or be None, got {keep_start_level}")
     held_goal = targets if held_targets is None else held_targets
-    if len(held_goal) != len(targets):
-        raise ValueError(f"held_targets has {len(held_goal)} rows, targets {len(targets)}; give "
-                         "one held-out target per answered query")
+    if len(held_goal) != len(targets) or (fold_targets is not None
+                                          and len(fold_targets) != len(targets)):
+        raise ValueError(f"held_targets / fold_targets must have one row per answered query "
+                         f"({len(targets)}), got {len(held_goal)} / "
+                         f"{'–' if fold_targets is None else len(fold_targets)}")
     every = torch.ones(len(ids), dtype=torch.bool, device=ids.device)
     out_mask = (every if output_rows is None else output_rows.to(ids.device)) & (output_weight > 0)
-    hid_mask = (every if hidden_rows is None else hidden_rows.to(ids.device)) & (hidden is not None)
-    student = SkipGramStudent(vocab_size, dim, generator, init)
-    curve = TrainingCurve("student")
+    hid_mask = ((every if hidden_rows is None else hidden_rows.to(ids.device))
+                & (hidden is not None) & (hidden_weight > 0))
+    eq3 = Eq3(ids, hidden, targets, out_mask=out_mask, hid_mask=hid_mask, loss_kind=loss_kind,
+              output_weight=output_weight, hidden_weight=hidden_weight, vocab_size=vocab_size,
+              dim=dim, init=init, generator=generator)
     trained = out_mask.nonzero().squeeze(1)
-    fit, held = trained, None
-    if patience is not None and len(trained) >= 2:
-        fit, held = split_holdout(trained, holdout_share, generator)
-        curve.val_metric_name = "private_validation_log_perplexity (diagnostic)"
-    elif patience is not None:
-        fit = trained[:0]
-    only_hidden = hid_mask.clone()
-    only_hidden[fit] = False
-    if hidden is not None and bool(only_hidden.any()):
-        closed_form_rows(student, ids[only_hidden], hidden[only_hidden])
+    if patience is None:
+        return _plain_run(eq3, trained, epochs, lr, batch_size)
+    if len(trained) < 2:  # nothing to hold out: no gradient training, all closed form
+        return _plain_run(eq3, trained[:0], 0, lr, batch_size)
+    fit, held = split_holdout(trained, holdout_share, generator)
+    student = eq3.new_student(fit)
+    curve = TrainingCurve("student")
 
-    def eq3(rows: torch.Tensor) -> torch.Tensor:
-        h, logits = student(ids[rows])
-        loss = output_weight * output_loss(logits, targets[rows], loss_kind)
-        if hidden is not None:
-            squared = ((h - hidden[rows]) ** 2).sum(dim=-1)
-            loss = loss + hidden_weight * (squared * hid_mask[rows]).mean()
-        return loss
+    held_start = student.embed[ids[held]].detach().clone()
 
     def held_rows() -> torch.Tensor:
+        if fold_targets is not None:
+            return fold_in_losses(
+                student.out, student.bias, held_start, fold_targets[held], held_goal[held],
+                loss_kind=loss_kind, output_weight=output_weight,
+                hidden=None if hidden is None else hidden[held], hidden_mask=hid_mask[held],
+                hidden_weight=hidden_weight)
         with torch.no_grad():
-            return output_weight * row_output_losses(student(ids[held])[1], held_goal[held], loss_kind)
-
-    def held_output() -> float:
-        return float(held_rows().mean())
-
-    def diagnostic() -> float:
-        if validation is None:
-            return math.nan
-        with torch.no_grad():
-            return math.log(perplexity(student.to_word_model(), *validation))
-
-    stopping = held is not None and patience is not None
+            logits = student(ids[held])[1]
+            return output_weight * row_output_losses(logits, held_goal[held], loss_kind)
 
     at_start: dict[str, torch.Tensor] = {}
     start_state: dict[str, torch.Tensor] = {}
 
     def start() -> Validation:
+        at_start["rows"] = held_rows()
+        start_state.update({k: v.detach().clone() for k, v in student.state_dict().items()})
         with torch.no_grad():
-            at_start["rows"] = held_rows()
-            start_state.update(_state(student))
-            return Validation(float(at_start["rows"].mean()), diagnostic(), train=float(eq3(fit)))
+            return Validation(float(at_start["rows"].mean()), train=float(eq3.loss(student, fit)))
 
-    if len(fit) == 0:  # nothing left to fit by gradient: all closed form
-        curve.add(0, 0.0, diagnostic())
-        curve.solver_converged = True
-    opt = torch.optim.Adam(student.parameters(), lr=lr)
-    n = len(fit)
-
-    def train_epoch(epoch: int) -> float:
-        order = fit[torch.randperm(n, generator=generator, device=generator.device).to(fit.device)]
-        total = 0.0
-        for s in range(0, n, batch_size):
-            loss = eq3(order[s:s + batch_size])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += float(loss.detach()) * min(batch_size, n - s)
-        return total / n
-
-    def validate() -> Validation:
-        if stopping:
-            return Validation(held_output(), diagnostic())
-        return Validation(diagnostic())
-
-    fit_epochs(curve, epochs if n else 0, train_epoch, validate, modules=(student,),
-               patience=patience if stopping else None, start=start if stopping else None)
+    fit_epochs(curve, epochs, eq3.epoch_runner(student, fit, lr, batch_size),
+               lambda: Validation(float(held_rows().mean())), modules=(student,),
+               patience=patience, start=start)
     test = None
-    if stopping and keep_start_level is not None and curve.best_step:
+    if keep_start_level is not None and curve.best_step:
         test = gain_test(at_start["rows"], held_rows(), best_step=curve.best_step,
                          compared=len(curve.steps) - 1, level=keep_start_level)
-        if not test.significant:
-            student.load_state_dict(start_state)
-            curve.best_step = 0
+    keep = bool(curve.best_step) and (test is None or test.significant)
+    if not keep:
+        student.load_state_dict(start_state)
+        curve.best_step = 0
+    elif finish == "fold_in":
+        words, inverse = torch.unique(ids[trained], return_inverse=True)
+        vectors = fit_vectors(
+            student.out, student.bias, student.embed[words], inverse, targets[trained],
+            loss_kind=loss_kind, output_weight=output_weight,
+            hidden=None if hidden is None else hidden[trained], hidden_mask=hid_mask[trained],
+            hidden_weight=hidden_weight, steps=FINISH_STEPS)
+        with torch.no_grad():
+            student.embed[words] = vectors
+        test = replace(test, finish=f"fold-in of all {len(words)} answered words") if test else None
+    elif finish == "rerun":
+        student = eq3.new_student(trained)
+        refit_curve = TrainingCurve("student (rerun on every answer)")
+        epochs_kept = curve.best_step or 0
+        fit_epochs(refit_curve, epochs_kept, eq3.epoch_runner(student, trained, lr, batch_size))
+        test = replace(test, finish=f"rerun on all {len(trained)} answers") if test else None
     model = student.to_word_model()
     model.curve, model.selection = curve, test
     return model
 
 
-def _state(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {name: value.detach().clone() for name, value in module.state_dict().items()}
+def _plain_run(eq3: Eq3, rows: torch.Tensor, epochs: int, lr: float, batch: int) -> WordModel:
+    """Adam for ``epochs`` epochs over ``rows`` (no held-out answers); all closed form when empty."""
+    student = eq3.new_student(rows)
+    curve = TrainingCurve("student")
+    if len(rows) == 0:
+        curve.add(0, 0.0)
+        curve.solver_converged = True
+    else:
+        fit_epochs(curve, epochs, eq3.epoch_runner(student, rows, lr, batch))
+    model = student.to_word_model()
+    model.curve = curve
+    return model

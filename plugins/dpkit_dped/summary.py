@@ -2,8 +2,9 @@
 
 ``python -m dpkit_dped.summary runs/dped`` prints, as markdown:
 
-- the headline metric (held-out perplexity on the private corpus's test split, lower is better)
-  per method and target ε, every cell's convergence flag and, where the method's training stopped
+- the headline metric (by default the calibrated held-out perplexity on the private corpus's test
+  split, :mod:`dpkit_dped.scores`; lower is better; ``--metric`` picks another) per method and
+  target ε, then the raw perplexity the same way, every cell's convergence flag and, where the method's training stopped
   early, how many cells kept their start (``best_step`` 0);
 - **what private data bought each method over its own floor**: per ε, the paired difference
   floor − method over seeds (positive: the private corpus lowered the perplexity) with its
@@ -11,7 +12,8 @@
   (``DP-SGD recipe, public data``); the floor of the teacher methods is their start, the public
   model (``public only``). The **crossover ε** is the smallest swept ε whose whole interval lies
   above 0 (with one seed: whose difference does);
-- the reference rows: the teacher ensemble and each noiseless student with its ratio to it;
+- the reference rows: the teacher ensemble and each noiseless student with its ratio to it, and
+  the share of the ensemble's calibrated gain over the public start each student recovers;
 - the paper's comparison (DPED against PATE and DP-SGD at equal ε): the mean paired difference.
 """
 
@@ -27,6 +29,8 @@ from pathlib import Path
 from scipy import stats
 
 HEADLINE = "perplexity"
+CALIBRATED = "perplexity_calibrated"
+RECOVERED = ("ensemble_gain_recovered", "ensemble_gain_recovered_alt")
 FLOOR, SGD_FLOOR, ENSEMBLE = "public only", "DP-SGD recipe, public data", "teacher ensemble"
 
 
@@ -173,6 +177,20 @@ def reference_table(rows: list[dict], metric: str = HEADLINE) -> list[str]:
     return lines
 
 
+def recovery_table(rows: list[dict]) -> list[str]:
+    """Markdown lines: the share of the ensemble's calibrated gain over the public start that each
+    reference row recovers (on calibration halves A and B), mean and 95 % interval over seeds."""
+    lines = ["| reference | recovered (half A) | recovered (half B) | seeds |", "|---|---|---|---|"]
+    for label, cells in sorted(grouped(rows, RECOVERED[0]).items()):
+        if math.inf not in cells:
+            continue
+        runs = cells[math.inf]
+        shares = [fmt_interval([r["metrics"][m] for r in runs if m in r["metrics"]])
+                  for m in RECOVERED]
+        lines.append(f"| {label} | {shares[0]} | {shares[1]} | {len(runs)} |")
+    return lines
+
+
 def paired_differences(rows: list[dict], a: str, b: str, metric: str = HEADLINE) -> list[str]:
     """Markdown lines: mean of A − B over seeds at each ε both have (negative: A lower)."""
     groups = grouped(rows, metric)
@@ -193,13 +211,18 @@ def main() -> None:
     """Print the tables of one run folder."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--metric", default=HEADLINE)
+    parser.add_argument("--metric", default=CALIBRATED)
     args = parser.parse_args()
     rows = load_rows(args.run_dir)
-    sections = [("Held-out perplexity (mean over seeds)", headline_table(rows, args.metric)),
+    sections = [(f"Held-out {args.metric} (mean over seeds)", headline_table(rows, args.metric)),
                 ("What private data bought: floor − method, 95 % interval over seeds",
                  gains_table(rows, args.metric)),
-                ("Reference rows", reference_table(rows, args.metric))]
+                ("Reference rows", reference_table(rows, args.metric)),
+                ("Share of the ensemble's calibrated gain over the public start recovered",
+                 recovery_table(rows))]
+    if args.metric != HEADLINE:
+        sections.insert(1, ("Raw held-out perplexity (mean over seeds)",
+                            headline_table(rows, HEADLINE)))
     for queries in (3000, 300):
         for other in (f"PATE, {queries} queries", "DP-SGD"):
             sections.append((f"DPED, {queries} queries − {other}",

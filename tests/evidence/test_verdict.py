@@ -140,3 +140,45 @@ def test_at_one_point_holds_exactly_when_the_interval_lies_beyond_the_margin(dif
             and abs(d["ci_high"] - margin) > 1e-9:
         assert (result.verdict == "holds") == (d["ci_low"] > margin)
         assert (result.verdict == "refuted") == (d["ci_high"] < margin)
+
+
+def _with_alt(rows, alt):
+    """Copies of ``rows`` with a second metric ``acc_alt`` = alt(η, acc)."""
+    return [{**r, "metrics": {**r["metrics"], "acc_alt": alt(r["point"]["eta"], r["metrics"]["acc"])}}
+            for r in rows]
+
+
+def test_a_claim_is_judged_again_on_its_robustness_metrics_and_says_whether_it_moves():
+    b = _with_alt(rows_for("B", [1, 2], SEEDS, lambda e: 0.5), lambda e, v: v)
+    a_same = _with_alt(rows_for("A", [1, 2], SEEDS, lambda e: 0.6), lambda e, v: v + 0.01)
+    a_moved = _with_alt(rows_for("A", [1, 2], SEEDS, lambda e: 0.6), lambda e, v: v - 0.2)
+    robust = claim(robustness=["acc_alt"])
+    same, moved = evaluate(robust, a_same + b), evaluate(robust, a_moved + b)
+    assert same.verdict == moved.verdict == "holds"
+    assert same.robustness == {"acc_alt": "holds"} and moved.robustness == {"acc_alt": "refuted"}
+    text = format_verdicts([same, moved])
+    assert "robustness: on acc_alt holds (same)" in text
+    assert "robustness: on acc_alt refuted (moved)" in text
+    assert text.splitlines()[-1] == ("robustness: 1 of 2 claims keep their verdict on acc_alt; "
+                                     "moved: [2] holds → refuted on acc_alt")
+    # the main verdict and its numbers do not depend on the robustness metrics
+    plain = evaluate(claim(), a_moved + b)
+    assert plain.robustness == {} and plain.verdict == moved.verdict
+    assert [p.p_holm for p in plain.points] == [p.p_holm for p in moved.points]
+
+
+def test_a_robustness_metric_no_cell_reports_is_undecided_and_counts_as_moved():
+    b = rows_for("B", [1], SEEDS, lambda e: 0.5)
+    a = rows_for("A", [1], SEEDS, lambda e: 0.6)
+    result = evaluate(claim(robustness=["nowhere"]), a + b)
+    assert result.verdict == "holds" and result.robustness == {"nowhere": "undecided"}
+    assert "0 of 1 claims keep" in format_verdicts([result])
+
+
+def test_robustness_names_other_metrics_once():
+    with pytest.raises(ValidationError, match="robustness"):
+        claim(robustness=["acc"])
+    with pytest.raises(ValidationError, match="robustness"):
+        claim(robustness=["x", "x"])
+    rows = rows_for("A", [1], SEEDS, lambda e: 0.6) + rows_for("B", [1], SEEDS, lambda e: 0.5)
+    assert "robustness" not in format_verdicts([evaluate(claim(), rows)])

@@ -19,6 +19,7 @@ CASES = {
     "dped (faithful threshold)": {**TEACHER, "target_epsilon": 4.0, "threshold": "faithful"},
     "dped (hard targets)": {**TEACHER, "target_epsilon": 4.0, "target": "hard"},
     "dped (noiseless)": {**TEACHER, "noiseless": True},
+    "dped (paper's accounting)": {**TEACHER, "target_epsilon": 1.0, "accounting": "paper"},
     "dped_pate": {**TEACHER, "target_epsilon": 4.0},
     "dped_dpsgd": {**SGD, "target_epsilon": 4.0},
     "dped_nonprivate_sgd": SGD,

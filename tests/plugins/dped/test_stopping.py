@@ -8,6 +8,7 @@ import torch
 from dpkit_dped.corpus import build_vocabulary, encode, sentences, skipgram_pairs
 from dpkit_dped.defenses import DpedDefense
 from dpkit_dped.skipgram import WordModel, train_gensim
+from dpkit_dped.selection import row_output_losses
 from dpkit_dped.student import split_holdout, train_student
 from pydantic import ValidationError
 
@@ -24,23 +25,62 @@ def answers(seed: int = 0, n: int = 40):
     return ids, torch.randn(n, D, generator=g), torch.randint(0, V, (n,), generator=g)
 
 
-def student(validation, *, labels=None, init=None, patience=2, lr=0.05, with_hidden=True):
-    ids, hidden, drawn = answers()
+def student(*, labels=None, init=None, patience=2, lr=0.05, with_hidden=True, n=40):
+    ids, hidden, drawn = answers(n=n)
     return train_student(ids, hidden if with_hidden else None, drawn if labels is None else labels,
                          vocab_size=V, dim=D,
                          epochs=30, lr=lr, batch_size=8, hidden_weight=1.0, loss_kind="squared",
                          generator=torch.Generator().manual_seed(1), init=init,
-                         validation=validation, patience=patience, holdout_share=0.25)
+                         patience=patience, holdout_share=0.25)
 
 
-def test_the_private_validation_split_never_chooses_the_student():
-    g = torch.Generator().manual_seed(5)
-    one = (torch.randint(0, V, (50,), generator=g), torch.randint(0, V, (50,), generator=g))
-    other = (torch.randint(0, V, (50,), generator=g), torch.randint(0, V, (50,), generator=g))
-    a, b = student(one), student(other)
-    assert torch.equal(a.vectors, b.vectors) and torch.equal(a.out_vectors, b.out_vectors)
-    assert a.curve.best_step == b.curve.best_step and a.curve.val_metric != b.curve.val_metric
-    assert a.curve.stopped_early is not None and a.curve.steps[0] == 0
+def test_the_student_reads_only_what_was_released():
+    """The student runs on the untrusted side: nothing private may reach it, not even a
+    diagnostic. Its function takes no corpus, context or validation split, and its module imports
+    nothing that loads data."""
+    import ast
+    import inspect
+
+    import dpkit_dped.student as module
+
+    names = set(inspect.signature(train_student).parameters)
+    assert not names & {"validation", "ctx", "setup", "texts", "corpus", "dataset"}, names
+    tree = ast.parse(inspect.getsource(module))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    assert not {m for m in imported if m and m.split(".")[-1] in
+                {"pipeline", "corpus", "sources", "scores", "calibration", "evaluation", "data"}}
+
+
+@pytest.mark.parametrize("finish", ["fold_in", "rerun"])
+def test_a_kept_epoch_is_finished_on_every_answer(finish):
+    """After the selection run the held-out words' vectors move too (fold-in with the kept output
+    layer, or a rerun on every answer), which the selection run itself never trains."""
+    words, g = 60, torch.Generator().manual_seed(2)
+    start = WordModel(torch.randn(words, D, generator=g), torch.randn(words, D, generator=g),
+                      torch.zeros(words))
+    ids = torch.randperm(words, generator=g)  # every word answered once
+    labels = ids % 3  # a learnable rule: every word predicts one of three contexts
+    soft = torch.nn.functional.one_hot(labels, words).float() * 0.9 + 0.1 / words
+
+    def run(how: str) -> WordModel:
+        return train_student(ids, None, soft, vocab_size=words, dim=D, epochs=30, lr=0.1,
+                             batch_size=8, hidden_weight=0.0, loss_kind="cross_entropy",
+                             generator=torch.Generator().manual_seed(1), init=start, patience=3,
+                             holdout_share=0.25, fold_targets=soft, finish=how)
+
+    kept, finished = run("none"), run(finish)
+    assert kept.selection.significant and kept.curve.best_step > 0
+    assert finished.curve.best_step == kept.curve.best_step
+    _, held = split_holdout(torch.arange(words), 0.25, torch.Generator().manual_seed(1))
+    held_words = ids[held]
+    assert torch.equal(kept.vectors[held_words], start.vectors[held_words])
+    assert not torch.equal(finished.vectors[held_words], start.vectors[held_words])
+    truth = row_output_losses(finished.context_logits(ids), soft, "cross_entropy").mean()
+    assert truth < row_output_losses(kept.context_logits(ids), soft, "cross_entropy").mean()
+    assert finished.selection.finish and kept.selection.finish is None
+    with pytest.raises(ValueError, match="finish"):
+        run("twice")
 
 
 def test_a_student_that_only_gets_worse_keeps_its_start():
@@ -54,7 +94,7 @@ def test_a_student_that_only_gets_worse_keeps_its_start():
     fit, held = split_holdout(torch.arange(len(ids)), 0.25, torch.Generator().manual_seed(1))
     labels = torch.where(ids < D, ids, torch.zeros_like(ids))
     labels[fit] = (labels[fit] + 1) % D
-    model = student(None, labels=labels, init=start, lr=0.5, with_hidden=False)
+    model = student(labels=labels, init=start, lr=0.5, with_hidden=False)
     held_loss = model.curve.val_loss
     assert model.curve.best_step == 0 and held_loss[0] < min(held_loss[1:])
     assert model.curve.stopped_early
@@ -62,7 +102,7 @@ def test_a_student_that_only_gets_worse_keeps_its_start():
 
 
 def test_students_without_patience_train_every_epoch():
-    model = student(None, patience=None)
+    model = student(patience=None)
     assert model.curve.steps == list(range(1, 31)) and model.curve.stopped_early is None
 
 
