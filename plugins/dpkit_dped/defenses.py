@@ -109,7 +109,7 @@ class DpedDefense(dpkit.Component):
         summed, vectors = teacher_outputs(ctx, setup, p, soft=p.target == "soft",
                                           hidden=self.uses_hidden)
         agg = aggregate(vectors, summed, plan, threshold=p.threshold_votes,
-                        clip=getattr(p, "clip", 1.0), generator=ctx.generator("dped-noise"))
+                        clip=getattr(p, "clip", 1.0), generator=ctx.noise_generator("dped-noise"))
         kept, outputs, hidden_means = send_answers(
             ctx.wire, agg.answered, agg.soft if p.target == "soft" else agg.labels, agg.hidden)
         targets, informative_out = self.output_target(kept, outputs, plan, reference)

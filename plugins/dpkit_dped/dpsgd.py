@@ -58,7 +58,7 @@ def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm:
         tokens.to(ctx.device), lengths.to(ctx.device), counts / counts.sum(),
         pairs_per_doc=p.pairs_per_doc, window=p.window, dim=p.dim, negatives=p.negative,
         noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
-        sampling_rate=rate, steps=steps, lr=p.lr, generator=ctx.generator("dped-dpsgd"),
+        sampling_rate=rate, steps=steps, lr=p.lr, generator=ctx.noise_generator("dped-dpsgd"),
         clipping=clipping, optimizer=p.optimizer, momentum=p.momentum, init=start,
         validation=tuple(x.to(ctx.device) for x in setup.validation),
         release=gradient_sender(ctx.wire))

@@ -102,7 +102,11 @@ class NoisePlan:
     def spends(self) -> list[tuple[object, str, int]]:
         """(guarantee, label, count) for the ledger, grouped: count = number of queries."""
         if self.noiseless:
-            return [(NoGuarantee(NOISELESS_REASON), "noiseless teacher releases (σ = 0)", 1)]
+            out = [(NoGuarantee(NOISELESS_REASON), "noiseless threshold check (σ = 0)", 1),
+                   (NoGuarantee(NOISELESS_REASON), "noiseless teacher outputs (σ = 0)", 1)]
+            if self.sigma_hidden is not None:
+                out.append((NoGuarantee(NOISELESS_REASON), "noiseless hidden means (σ = 0)", 1))
+            return out
         out = [(DpGuarantee(ev), label + self.note, self.queries)
                for ev, label in self.per_query_events()]
         if self.faithful:

@@ -39,17 +39,12 @@ def as_release(name: str, spend: tuple, *, unit: str = "row", covers: int | None
 
 def query_releases(plan) -> list[Release]:
     """The releases of a DPED / PATE noise plan (:class:`dpkit_dped.privacy.NoisePlan`), one per
-    planned spend and in the same order, plus covered-by releases for channels a single ∞ entry
-    covers (the noiseless plan)."""
+    planned spend and in the same order (the noiseless plan: one ∞ entry per channel)."""
     spends = plan.spends()
     hidden = plan.sigma_hidden is not None
-    if plan.noiseless:  # one NoGuarantee entry covers every channel
-        covered = [Release(ANSWERS, None, "noiseless outputs: covered by the noiseless entry",
-                           covered_by=THRESHOLD)]
-        if hidden:
-            covered.append(Release(HIDDEN, None, "noiseless hidden means: covered by the "
-                                   "noiseless entry", covered_by=THRESHOLD))
-        return [as_release(THRESHOLD, spends[0]), *covered]
+    if plan.noiseless:  # one ∞ entry per channel
+        names = [THRESHOLD, ANSWERS] + ([HIDDEN] if hidden else [])
+        return [as_release(name, spend) for name, spend in zip(names, spends)]
     names = ([THRESHOLD] if plan.faithful or plan.sigma_threshold is not None else []) + [ANSWERS]
     names += [HIDDEN] if hidden else []
     if len(names) != len(spends):
@@ -61,12 +56,15 @@ def query_releases(plan) -> list[Release]:
 def send_answers(wire, answered: torch.Tensor, outputs: torch.Tensor,
                  hidden: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Send the aggregator's releases to the student: every query's answered flag, then the
-    outputs and hidden means of the answered queries only. Returns what the student received:
-    (answered query ids, their outputs, their hidden means or None)."""
-    flags = wire.send(THRESHOLD, answered)
-    kept = flags.nonzero().squeeze(1)
-    outputs = wire.send(ANSWERS, outputs[kept])
-    hidden = wire.send(HIDDEN, hidden[kept]) if hidden is not None else None
+    outputs and hidden means of the answered queries only. Returns what crossed (the wire's codec
+    is lossless): (answered query ids, their outputs, their hidden means or None)."""
+    wire.send(THRESHOLD, answered)
+    kept = answered.nonzero().squeeze(1)
+    outputs = outputs[kept].clone()
+    wire.send(ANSWERS, outputs)
+    if hidden is not None:
+        hidden = hidden[kept].clone()
+        wire.send(HIDDEN, hidden)
     return kept, outputs, hidden
 
 
@@ -74,15 +72,18 @@ def gradient_sender(wire):
     """A DP-SGD ``release`` hook: each step's noisy gradients cross the wire as one send."""
 
     def release(grads: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        received = wire.send(GRADIENT, torch.stack(list(grads)))
-        return list(received.unbind(0))
+        sent = torch.stack(list(grads))
+        wire.send(GRADIENT, sent)
+        return list(sent.unbind(0))
 
     return release
 
 
 def send_models(wire, models: Sequence[WordModel]) -> list[WordModel]:
-    """Send trained models (input and output vectors) as one send; returns the received models."""
+    """Send trained models (input and output vectors) as one send; returns them as they crossed."""
     tensors = [t for m in models for t in (m.vectors, m.out_vectors)]
-    received = wire.send(MODEL, torch.stack(tensors)).unbind(0)
-    return [replace(m, vectors=received[2 * i], out_vectors=received[2 * i + 1])
+    sent = torch.stack(tensors)
+    wire.send(MODEL, sent)
+    crossed = sent.unbind(0)
+    return [replace(m, vectors=crossed[2 * i], out_vectors=crossed[2 * i + 1])
             for i, m in enumerate(models)]

@@ -9,6 +9,7 @@ import torch
 import dpkit
 from dpkit.accounting import Ledger
 from dpkit.contract.context import RunContext
+from dpkit.boundary.session import connector
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.contract.registry import Registry
 
@@ -76,7 +77,8 @@ def make_ctx(tmp_path):
         reg = Registry()
         reg.add("dataset", TinyPublic, "tests")
         reg.add("dataset", TinyTopics, "tests")
-        return RunContext(dataset=private or tiny_dataset("tiny_private", 120, 30, seed=0),
+        return RunContext(
+            connect=connector("inprocess"), dataset=private or tiny_dataset("tiny_private", 120, 30, seed=0),
                           model=None, device=torch.device("cpu"), seed=seed,
                           ledger=Ledger(1e-5, accountant), registry=reg,
                           cache_dir=tmp_path / "cache")

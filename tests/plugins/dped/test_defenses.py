@@ -14,6 +14,7 @@ from opacus.accountants import RDPAccountant
 import dpkit.contract.plugins
 from dpkit.accounting import Ledger
 from dpkit.contract.context import RunContext
+from dpkit.boundary.session import connector
 
 from .conftest import SMALL, TEACHER
 from dpkit.contract.plugins import get_registry
@@ -65,7 +66,7 @@ def test_nonprivate_and_public_models_learn_topics(make_ctx):
 def test_nonprivate_on_real_catalogue_sources(tmp_path):
     registry = dpkit.contract.plugins.get_registry()
     data = registry.build("dataset", "20newsgroups", {"max_examples": 150}).load()
-    ctx = RunContext(dataset=data, model=None, device=torch.device("cpu"), seed=0,
+    ctx = RunContext(connect=connector("inprocess"), dataset=data, model=None, device=torch.device("cpu"), seed=0,
                      ledger=Ledger(1e-5), registry=registry, cache_dir=tmp_path)
     params = DpedNonPrivate.Params.model_validate({
         "public_data_params": {"max_examples": 150}, "topic_data_params": {"max_examples": 150},

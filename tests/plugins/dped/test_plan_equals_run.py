@@ -125,10 +125,10 @@ def test_the_runner_checks_each_cell_against_its_plan(tmp_path, monkeypatch):
     monkeypatch.setenv("DPKIT_CACHE", str(tmp_path))
     cell, registry = dped_cell("dped_dpsgd", {**CASES["dped_dpsgd"], "steps": 4})
     assert plan_one(cell, registry)["spends"]  # the plan needs no data for DPED's family
-    assert execute_cell(cell, registry).plan == "equal"
+    assert execute_cell(cell, registry, server="inprocess").plan == "equal"
     real = dpsgd.train_dpsgd_documents
     monkeypatch.setattr(dpsgd, "train_dpsgd_documents",
                         lambda *a, **k: real(*a, **{**k, "steps": k["steps"] + 1}))
-    row = execute_cell(cell, registry)
+    row = execute_cell(cell, registry, server="inprocess")
     assert row.plan.startswith("differs from the plan")
     assert "noisy_gradient (over declaration)" in row.plan

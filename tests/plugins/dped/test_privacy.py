@@ -142,6 +142,7 @@ def test_a_noiseless_run_is_recorded_as_infinite_epsilon(cls, make_ctx):
     params = cls.Params.model_validate({**TEACHER, "noiseless": True, "target_epsilon": 1.0})
     metrics = cls(params).run(ctx).metrics
     assert math.isinf(ctx.ledger.epsilon())
-    assert [type(s.guarantee) for s in ctx.ledger.spends] == [NoGuarantee]
+    channels = 3 if cls is DpedDefense else 2  # threshold, outputs (and DPED's hidden means)
+    assert [type(s.guarantee) for s in ctx.ledger.spends] == [NoGuarantee] * channels
     assert metrics["sigma_votes"] == 0.0 and metrics["sigma_threshold"] == 0.0
     assert "target_epsilon" not in metrics  # a noiseless row never reports a finite ε

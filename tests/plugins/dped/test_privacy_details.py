@@ -22,12 +22,14 @@ from dpkit_dped.privacy import (
 
 
 @pytest.mark.parametrize("hidden,target", [(True, "soft"), (False, "hard")])
-def test_noiseless_plan_is_every_sigma_zero_and_one_no_guarantee_entry(hidden, target):
+def test_noiseless_plan_is_every_sigma_zero_and_one_no_guarantee_entry_per_channel(hidden, target):
     plan = noiseless_plan(7, hidden=hidden, hidden_sens=0.25, target=target)
     assert plan == NoisePlan(queries=7, sigma_threshold=0.0, sigma_votes=0.0,
                              sigma_hidden=0.0 if hidden else None, hidden_sens=0.25,
                              noiseless=True, target=target)
-    assert plan.spends() == [(NoGuarantee(NOISELESS_REASON), "noiseless teacher releases (σ = 0)", 1)]
+    channels = ["threshold check", "teacher outputs"] + (["hidden means"] if hidden else [])
+    assert plan.spends() == [(NoGuarantee(NOISELESS_REASON), f"noiseless {c} (σ = 0)", 1)
+                             for c in channels]
     with pytest.raises(ValueError, match="a noiseless plan has no Gaussian events; its ledger "
                                          "entry is a NoGuarantee"):
         plan.per_query_events()

@@ -17,6 +17,7 @@ sys.path.insert(0, {here!r})
 from conftest import TEACHER, TinyPublic, TinyTopics, tiny_dataset
 from dpkit.accounting import Ledger
 from dpkit.contract.context import RunContext
+from dpkit.boundary.session import connector
 from dpkit.contract.registry import Registry
 from dpkit_dped.defenses import DpedDefense
 from dpkit_dped.pipeline import prepare, teacher_models
@@ -25,7 +26,7 @@ torch.set_num_threads(1)
 reg = Registry()
 reg.add("dataset", TinyPublic, "tests")
 reg.add("dataset", TinyTopics, "tests")
-ctx = RunContext(dataset=tiny_dataset("tiny_private", 120, 30, seed=0), model=None,
+ctx = RunContext(connect=connector("inprocess"), dataset=tiny_dataset("tiny_private", 120, 30, seed=0), model=None,
                  device=torch.device("cpu"), seed=0, ledger=Ledger(1e-5), registry=reg,
                  cache_dir=Path({cache!r}))
 params = DpedDefense.Params.model_validate({{**TEACHER, "workers": {workers}}})

@@ -21,6 +21,8 @@ from dpkit_dped.references import DpedEnsemble, DpedPublic
 import dpkit
 from dpkit.accounting import Ledger
 from dpkit.contract.context import RunContext
+from dpkit.boundary.session import connector
+from dpkit.contract.plugins import get_registry
 from dpkit.contract.registry import Registry
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.spec import load_spec
@@ -66,7 +68,7 @@ class RegroupedPublic:
 
 def spec_student_params() -> dict:
     """The DPED defense's student and aggregation settings as specs/dped.yaml sets them."""
-    spec = load_spec(SPEC)
+    spec = load_spec(SPEC, registry=get_registry())
     params = spec.defense.params
     return {k: params[k] for k in STUDENT_KEYS if k in params}
 
@@ -83,7 +85,8 @@ def run(tmp_path_factory):
     def go(cls, **override):
         reg = Registry()
         reg.add("dataset", RegroupedPublic, "tests")
-        ctx = RunContext(dataset=private, model=None, device=torch.device("cpu"), seed=0,
+        ctx = RunContext(
+            connect=connector("inprocess"), dataset=private, model=None, device=torch.device("cpu"), seed=0,
                          ledger=Ledger(1e-5), registry=reg, cache_dir=cache)
         fields, chosen = cls.Params.model_fields, {**params, **override}
         return cls(cls.Params.model_validate({k: v for k, v in chosen.items() if k in fields})
