@@ -89,6 +89,7 @@ DIRECTIONS = {
 DIRECTION_PATTERNS = (
     (re.compile(r"^recovery_at\d+$|_top\d+$"), ATTACK),
     (re.compile(r"^mutual_info"), ATTACK.replace("attack success", "leakage")),
+    (re.compile(r"^perplexity"), LOWER),
     (re.compile(r"^bytes_"), LOWER + " (cost)"),
     (re.compile(r"_accuracy$|_auc$|^rouge"), HIGHER),
 )

@@ -69,6 +69,31 @@ def cell_context(cell: Any, registry: Any, device: torch.device, ledger: Ledger,
                       dataset_ref=dict(cell.data), connect=connect, noise_secret=noise_secret)
 
 
+COMMON_NOISE_REASON = (
+    "privacy.common_noise: this cell draws its release noise from the same stream as the spec's "
+    "other cells at its seed (paired draws); released together, two such cells can reveal the "
+    "data exactly (x = (η₁y₁ − η₂y₂)/(η₁ − η₂) for one draw at two η), so no finite ε covers "
+    "the spec's releases; set common_noise: false for independent draws")
+
+
+def framework_spends(privacy: Any) -> list[tuple[Any, str, int]]:
+    """Entries the runner records on every cell of a spec before its releases: the ∞ of common
+    noise across cells (``privacy.common_noise``); none otherwise."""
+    if not getattr(privacy, "common_noise", False):
+        return []
+    from dpkit.accounting import NoGuarantee
+
+    return [(NoGuarantee(COMMON_NOISE_REASON), "noise shared with the spec's other cells", 1)]
+
+
+def cell_noise_secret(run_secret: str | None, cell: Any, privacy: Any) -> str | None:
+    """The secret a cell's release noise is drawn with: the run's, joined with the cell's key so
+    that no two cells share draws (the run's alone under ``privacy.common_noise``)."""
+    if run_secret is None or getattr(privacy, "common_noise", False):
+        return run_secret
+    return f"{run_secret}/{cell.key}"
+
+
 def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool = False,
               progress: Callable[[str], None] | None = None,
               ledger: Ledger | None = None,
@@ -89,6 +114,8 @@ def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool 
     ledger = ledger if ledger is not None else ledger_for(privacy)
     if not planning and ledger.guard is None:
         ledger.guard = active_guard()  # the runner's budget guard: charged before it is recorded
+    for guarantee, label, count in framework_spends(privacy):
+        ledger.spend(guarantee, label, count)
     defense = defense_for(cell, registry)
     if planning and (isinstance(defense, PlansSpends) or not isinstance(defense, DeclaresReleases)):
         if isinstance(defense, PlansSpends):
@@ -96,6 +123,6 @@ def open_cell(cell: Any, registry: Any, device: torch.device, *, planning: bool 
                 ledger.spend(guarantee, label, count)
         return OpenCell(defense, None, ledger)
     ctx = cell_context(cell, registry, device, ledger, progress, None if planning else connect,
-                       noise_secret)
+                       cell_noise_secret(noise_secret, cell, privacy))
     declare_releases(defense, ctx)
     return OpenCell(defense, ctx, ledger)

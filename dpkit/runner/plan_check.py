@@ -37,7 +37,9 @@ def planned_entries(component: Any, privacy: Any, ledger: Any,
     declared, before ``run``).
     """
     if isinstance(component, PlansSpends):
-        return _entries(component.planned_spends(privacy))
+        from dpkit.runner.cell import framework_spends
+
+        return _entries([*framework_spends(privacy), *component.planned_spends(privacy)])
     if isinstance(component, DeclaresReleases):
         return _recorded(ledger, 0, declared)
     return None

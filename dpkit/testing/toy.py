@@ -93,7 +93,7 @@ class ToyNoise(Component):
         space: EmbeddingSpace = ctx.model
         ids = torch.cat(space.encode(ctx.dataset["test"].texts)).to(ctx.device)
         clean = space.vectors[ids]
-        noise = torch.randn(clean.shape, generator=ctx.generator("noise"), device=ctx.device)
+        noise = torch.randn(clean.shape, generator=ctx.noise_generator("noise"), device=ctx.device)
         noisy = clean + noise / self.params.eta
         ctx.wire.send("embeddings", noisy)  # the passive dpkit.Server keeps every row
         nearest = torch.cdist(noisy, space.vectors).argmin(dim=1)

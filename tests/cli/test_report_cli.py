@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import subprocess
 import sys
 
 import pytest
+
+from dpkit.runner.secret import FILE as SECRET_FILE
 import torch
 
 TOY_ENV = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy"}
@@ -29,6 +32,7 @@ baselines:
 seeds: {seeds}
 device: {device}
 report: {{x: eta, utility: preserved}}
+privacy: {{common_noise: true}}  # Toy and Toy-sleep on one noise stream (paired draws)
 output: {out}
 claims:
   - {{method: Toy, versus: Toy-sleep, metric: preserved, direction: greater, margin: -0.5}}
@@ -71,7 +75,11 @@ def test_runs_of_one_spec_merge_and_different_specs_are_refused(tmp_path):
     whole, whole_out = write(tmp_path, "whole", seeds="[0, 1, 2]")
     part_a, out_a = write(tmp_path, "a", seeds="[0, 1]")
     part_b, out_b = write(tmp_path, "b", seeds="[2]")
-    for path in (whole, part_a, part_b):
+    assert dpkit("run", whole, "--no-progress").returncode == 0
+    for out in (out_a, out_b):  # the parts draw with the whole run's noise secret
+        out.mkdir()
+        shutil.copy(whole_out / SECRET_FILE, out / SECRET_FILE)
+    for path in (part_a, part_b):
         assert dpkit("run", path, "--no-progress").returncode == 0
     merged = tmp_path / "merged"
     result = dpkit("report", out_a, out_b, "--out", merged)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import replace
 
@@ -144,7 +146,8 @@ def test_at_one_point_holds_exactly_when_the_interval_lies_beyond_the_margin(dif
 
 def _with_alt(rows, alt):
     """Copies of ``rows`` with a second metric ``acc_alt`` = alt(η, acc)."""
-    return [{**r, "metrics": {**r["metrics"], "acc_alt": alt(r["point"]["eta"], r["metrics"]["acc"])}}
+    return [dataclasses.replace(r, metrics={**r.metrics, "acc_alt": alt(r.point["eta"],
+                                                                         r.metrics["acc"])})
             for r in rows]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import shutil
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dpkit.runner.secret import FILE as SECRET_FILE
 from dpkit.runner import run_spec
 from dpkit.base.errors import OutputLockedError
 from dpkit.runner.lock import OutputLock
@@ -80,7 +82,10 @@ def test_sigkilled_run_leaves_no_blocking_lock_and_resumes_identically(tmp_path,
     resumed = run_spec(load_spec(spec, registry=get_registry()), show_progress=False,
                        registry=get_registry())  # would raise if the lock blocked
     assert resumed.ran == 6 - done and resumed.skipped == done
-    run_spec(load_spec(spec, registry=get_registry()), tmp_path / "clean", show_progress=False, registry=get_registry())
+    (tmp_path / "clean").mkdir()  # the same noise secret: the same draws
+    shutil.copy(out / SECRET_FILE, tmp_path / "clean" / SECRET_FILE)
+    run_spec(load_spec(spec, registry=get_registry()), tmp_path / "clean", show_progress=False,
+             registry=get_registry())
     assert keyed_metrics(out) == keyed_metrics(tmp_path / "clean")  # identical, each cell once
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import pytest
 
+from dpkit.runner.secret import FILE as SECRET_FILE
 from dpkit.base.errors import DpkitError
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
@@ -45,7 +47,10 @@ def test_ray_matches_local_and_resumes(ray_toy, toy_spec_text, tmp_path):
     path, _ = toy_spec_text
     spec = load_spec(path, registry=get_registry())
     local = run_spec(spec, tmp_path / "local", show_progress=False, registry=get_registry())
-    remote = run_spec(spec, tmp_path / "ray", executor="ray", show_progress=False, registry=get_registry())
+    (tmp_path / "ray").mkdir()  # the same noise secret: the same draws
+    shutil.copy(tmp_path / "local" / SECRET_FILE, tmp_path / "ray" / SECRET_FILE)
+    remote = run_spec(spec, tmp_path / "ray", executor="ray", show_progress=False,
+                      registry=get_registry())
     assert remote.ran == 3 and not remote.failures
     by_key = {r.key: r.metrics for r in local.rows}
     assert {r.key: r.metrics for r in remote.rows} == by_key
