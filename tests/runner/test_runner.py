@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
+from dpkit.runner.secret import FILE as SECRET_FILE
 from dpkit.runner import run_spec
 from dpkit.spec import load_spec
 from dpkit.contract.plugins import get_registry
@@ -46,9 +48,11 @@ def test_resume_skips_finished_cells_and_fresh_redoes(toy_spec_text, toy_plugins
     second = run_spec(spec, show_progress=False, registry=get_registry())
     assert second.ran == 0 and second.skipped == 3
     assert len(read_rows(out)) == 3
+    secret = (out / SECRET_FILE).read_text()
     third = run_spec(spec, show_progress=False, fresh=True, registry=get_registry())
     assert third.ran == 3 and len(read_rows(out)) == 3
-    assert [r.metrics for r in first.rows] == [r.metrics for r in third.rows]
+    assert (out / SECRET_FILE).read_text() != secret  # --fresh draws anew: a new noise secret
+    assert [r.key for r in first.rows] == [r.key for r in third.rows]
 
 
 def test_same_seed_same_metrics(toy_spec_text, toy_plugins, tmp_path):
@@ -56,9 +60,14 @@ def test_same_seed_same_metrics(toy_spec_text, toy_plugins, tmp_path):
     registry = get_registry()
     a = run_spec(load_spec(path, registry=registry), tmp_path / "a", show_progress=False,
                  registry=registry).rows
+    (tmp_path / "b").mkdir()  # same seed and same noise secret: the same draws
+    shutil.copy(tmp_path / "a" / SECRET_FILE, tmp_path / "b" / SECRET_FILE)
     b = run_spec(load_spec(path, registry=registry), tmp_path / "b", show_progress=False,
                  registry=registry).rows
     assert [r.metrics for r in a] == [r.metrics for r in b]
+    c = run_spec(load_spec(path, registry=registry), tmp_path / "c", show_progress=False,
+                 registry=registry).rows  # a secret of its own: other draws
+    assert [r.metrics for r in a] != [r.metrics for r in c]
 
 
 def test_torn_last_line_is_rerun(toy_spec_text, toy_plugins):
