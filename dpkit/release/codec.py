@@ -97,3 +97,15 @@ def _unflatten(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if FLOAT in tree:
         return float(tree[FLOAT])
     return {k: _unflatten(v, tensors) for k, v in tree.items()}
+
+
+def on_cpu(payload: Any) -> Any:
+    """``payload`` with every tensor moved to the CPU (where the evaluator scores guesses that
+    came back as bytes against a truth the client may hold on a GPU)."""
+    if isinstance(payload, torch.Tensor):
+        return payload.cpu()
+    if isinstance(payload, dict):
+        return {k: on_cpu(v) for k, v in payload.items()}
+    if isinstance(payload, (list, tuple)):
+        return type(payload)(on_cpu(v) for v in payload)
+    return payload

@@ -8,6 +8,11 @@ from scipy import stats
 P_THRESHOLD = 1e-3
 
 
+FLOAT_ROUNDING = 1e-5
+"""Relative spread below which float draws count as one deterministic value (rounding of float32
+sums differs between devices and batch sizes)."""
+
+
 def same_distribution(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor,
                       threshold: float = P_THRESHOLD) -> bool:
     """Whether draws ``a`` and ``b`` (``[n, …]``) for the same input row ``x`` look alike.
@@ -34,6 +39,10 @@ def same_distribution(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor,
     if torch.equal(fa.std(0), torch.zeros_like(fa[0])) and torch.equal(fb.std(0),
                                                                        torch.zeros_like(fb[0])):
         return torch.equal(fa[0], fb[0])
+    rounding = FLOAT_ROUNDING * (1.0 + float(torch.cat([fa, fb]).abs().max()))
+    if all(float((f - f.mean(0)).abs().max()) <= rounding for f in (fa, fb)):
+        # deterministic but for float rounding (e.g. a mix of identical rows on another device)
+        return float((fa.mean(0) - fb.mean(0)).abs().max()) <= rounding
     ref = x.detach().cpu().reshape(-1).double()
     tests = [(fa[:, 0], fb[:, 0])]
     if ref.numel() == fa.shape[1]:

@@ -162,7 +162,7 @@ class CusText(dpkit.Component):
             raise ValueError(f"{self.name} needs the embedding space (space=...)")
         device = space.vectors.device
         x = x.to(device)
-        group, members = self._sets(space)
+        group, members = (t.to(device) for t in self._sets(space))  # the cache may sit elsewhere
         out = x.clone()
         rows = torch.nonzero((x >= 0) & (group[x.clamp_min(0)] >= 0)).squeeze(1)
         if len(rows):

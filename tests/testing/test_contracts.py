@@ -242,3 +242,16 @@ def test_defense_contract_catches_an_undeclared_upload():
 def test_defense_contract_catches_a_plan_that_differs_from_the_run():
     with pytest.raises(AssertionError):
         _contract(UnplannedSpendDefense).test_plan_equals_run()
+
+
+def test_same_distribution_reads_float_rounding_as_one_value_and_nothing_larger():
+    """A mix of identical rows on another device differs in the last bits (CUDA's obfuslm_table):
+    the same value; a shift far above float32 rounding, or real noise, is not."""
+    from dpkit.testing import same_distribution
+
+    x = torch.randn(8, generator=torch.Generator().manual_seed(0))
+    exact = x.repeat(200, 1)
+    rounded = exact + 1e-7 * torch.randn(exact.shape, generator=torch.Generator().manual_seed(1))
+    assert same_distribution(exact, rounded, x)
+    assert not same_distribution(exact, rounded + 1e-3, x)
+    assert not same_distribution(exact, exact + torch.randn(exact.shape), x)
