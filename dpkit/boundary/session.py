@@ -50,6 +50,14 @@ def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
             "record": bool(ctx.options.get("record_uploads"))}
 
 
+def server_modules(defense: Any) -> list[str]:
+    """The modules a server process of ``defense`` imports: its class's and its server's."""
+    from dpkit.boundary.host import server_class
+
+    cls = type(defense)
+    return list(dict.fromkeys([cls.__module__, server_class(cls).__module__]))
+
+
 def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:
     """``connect(defense, ctx)``: start the server of ``defense`` for ``ctx``: ``kind``
     ``process`` (a fresh process, the default), ``ray`` (a fresh Ray actor) or ``inprocess``
@@ -63,7 +71,8 @@ def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:
             from dpkit.boundary.ray_channel import RayChannel
 
             return RayChannel(init, num_gpus=1 if ctx.device.type == "cuda" else 0)
-        return ProcessChannel(init, preload=sorted(set(init["plugins"].values())))
+        return ProcessChannel(init, preload=[*sorted(set(init["plugins"].values())),
+                                             *server_modules(defense)])
     return connect
 
 

@@ -12,6 +12,33 @@ from dpkit.runner.executor import (GuardFor, OnFailure, OnResult, Progress, Retr
 from dpkit.spec.cells import Cell
 
 
+def preload_servers(cells: list[Cell], registry: Registry) -> None:
+    """Have the fork server import every module the cells' server processes need, and load
+    their public CPU models, once (:mod:`dpkit.boundary.warm`)."""
+    import json
+    import os
+
+    from dpkit.boundary import warm
+    from dpkit.boundary.channel import preload
+    from dpkit.boundary.session import server_modules
+    from dpkit.runner.cell import defense_for
+
+    refs = warm.warm_references(cells)
+    if refs:
+        os.environ[warm.VARIABLE] = json.dumps(refs)
+        os.environ[warm.VARIABLE + "_PLUGINS"] = json.dumps(dict(getattr(registry, "modules", {})))
+        preload(["dpkit.boundary.warm"])
+
+    seen: set[tuple[str, str]] = set()
+    for cell in cells:
+        if (cell.kind, cell.component) not in seen:
+            seen.add((cell.kind, cell.component))
+            try:
+                preload(server_modules(defense_for(cell, registry)))
+            except Exception:  # noqa: BLE001 - the cell itself will report why it cannot run
+                continue
+
+
 class LocalExecutor:
     """Runs each cell in-process with the given registry."""
 
@@ -26,6 +53,8 @@ class LocalExecutor:
     def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
             should_stop: Callable[[], bool], progress: Progress | None = None) -> None:
         """Run ``cells`` in order, reporting each; stop between cells when asked."""
+        cells = list(cells)
+        preload_servers(cells, self.registry)
         for cell in cells:
             if should_stop():
                 return
