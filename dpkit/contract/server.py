@@ -98,11 +98,14 @@ class Server:
     """The server part of a defense (see the module docstring); subclass and add handlers.
 
     ``params`` are the defense's validated params, ``public`` the public inputs. A message whose
-    release has no handler is kept under its name with :meth:`observe` (real rows only) and
-    answered with None.
+    release has no handler is kept under its name with :meth:`observe` (real rows only, the first
+    :attr:`keep_rows` of them) and answered with None.
     """
 
     handlers: ClassVar[dict[str, str]] = {}
+    keep_rows: ClassVar[int | None] = 1_000_000
+    """Rows a release without a handler keeps for the attacks (None: all), so that a stream of
+    training-time messages (DP-SGD's gradients) does not fill the server's memory."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -123,8 +126,21 @@ class Server:
     def __init__(self, params: BaseModel, public: PublicInputs):
         self.params = params
         self.public = public
-        self.observed: dict[str, Any] = {}
+        self._observed: dict[str, Any] = {}
+        self._chunks: dict[str, list[Any]] = {}
         self._kept: dict[str, int] = {}
+
+    @property
+    def observed(self) -> dict[str, Any]:
+        """Everything observed so far, by key (each key's rows joined on first read)."""
+        import torch
+
+        for key, chunks in self._chunks.items():
+            if len(chunks) > 1:
+                chunks[:] = [torch.cat([c.to(chunks[0].device) for c in chunks])]
+            if chunks:
+                self._observed[key] = chunks[0]
+        return self._observed
 
     def receive(self, message: Message) -> Any:
         """Dispatch ``message`` to its handler; without one, keep its real rows."""
@@ -132,7 +148,7 @@ class Server:
         if attr is not None:
             return getattr(self, attr)(message)
         if message.tensor is not None:
-            self.observe(message.name, message.rows)
+            self.observe(message.name, message.rows, self.keep_rows)
         return None
 
     def observe(self, key: str, rows: Any, keep: int | None = None) -> None:
@@ -141,15 +157,16 @@ class Server:
         import torch
 
         if not isinstance(rows, torch.Tensor) or rows.ndim == 0:
-            self.observed[key] = rows
+            self._chunks.pop(key, None)
+            self._kept.pop(key, None)
+            self._observed[key] = rows
             return
         have = self._kept.get(key, 0)
         if keep is not None:
             rows = rows[:max(keep - have, 0)]
-        if key in self.observed and have:
-            self.observed[key] = torch.cat([self.observed[key], rows.to(self.observed[key].device)])
-        else:
-            self.observed[key] = rows
+        if not have:
+            self._chunks[key] = []
+        self._chunks[key].append(rows)  # joined once, when read: appending stays linear
         self._kept[key] = have + int(rows.shape[0])
 
     def view(self) -> dict[str, Any]:
