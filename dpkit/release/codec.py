@@ -99,13 +99,14 @@ def _unflatten(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
     return {k: _unflatten(v, tensors) for k, v in tree.items()}
 
 
-def on_cpu(payload: Any) -> Any:
-    """``payload`` with every tensor moved to the CPU (where the evaluator scores guesses that
-    came back as bytes against a truth the client may hold on a GPU)."""
+
+def to_device(payload: Any, device: torch.device | str) -> Any:
+    """``payload`` with every tensor moved to ``device`` (answers to the client's device; guesses
+    and truth to the CPU, where the evaluator scores them)."""
     if isinstance(payload, torch.Tensor):
-        return payload.cpu()
+        return payload.to(device)
     if isinstance(payload, dict):
-        return {k: on_cpu(v) for k, v in payload.items()}
+        return {k: to_device(v, device) for k, v in payload.items()}
     if isinstance(payload, (list, tuple)):
-        return type(payload)(on_cpu(v) for v in payload)
+        return type(payload)(to_device(v, device) for v in payload)
     return payload

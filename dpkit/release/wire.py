@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from dpkit.base.errors import AccountingError
-from dpkit.release.codec import decode, encode, raise_if_error
+from dpkit.release.codec import decode, encode, raise_if_error, to_device
 from dpkit.release.declaration import UNITS, Release  # noqa: F401 (re-exported)
 from dpkit.release.meter import DOWN, UP, Meter, tensor_bytes  # noqa: F401 (re-exported)
 
@@ -103,7 +103,8 @@ class Wire:
                    "batch": self._meter.batches[self.phase], "tensor": sent, "mask": real}
         answer = raise_if_error(decode(self.channel().request(encode(message))))
         self._meter.meter(self.phase, DOWN, name, _payload_bytes(answer))
-        return _to_device(answer, tensor.device if tensor is not None else self.device)
+        device = tensor.device if tensor is not None else self.device
+        return answer if device is None or device.type == "cpu" else to_device(answer, device)
 
     def channel(self) -> Channel:
         """The channel to the server, started on first use."""
@@ -151,16 +152,3 @@ def _payload_bytes(payload: Any) -> int:
         return sum(_payload_bytes(v) for v in payload)
     return 0
 
-
-def _to_device(payload: Any, device: torch.device | None) -> Any:
-    if device is None or device.type == "cpu":
-        return payload
-    if isinstance(payload, torch.Tensor):
-        return payload.to(device)
-    if isinstance(payload, dict):
-        return {k: _to_device(v, device) for k, v in payload.items()}
-    if isinstance(payload, list):
-        return [_to_device(v, device) for v in payload]
-    if isinstance(payload, tuple):
-        return tuple(_to_device(v, device) for v in payload)
-    return payload

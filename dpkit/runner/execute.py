@@ -15,7 +15,7 @@ from dpkit.base.results import CellResult
 from dpkit.boundary.session import connector, cross_check, remote_attack
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.contract.registry import Registry
-from dpkit.release.codec import on_cpu
+from dpkit.release.codec import to_device
 from dpkit.runner.cell import open_cell, settle
 from dpkit.runner.plan_check import EQUAL, NOT_PLANNED, check_plan
 from dpkit.spec import Cell
@@ -70,7 +70,7 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
                 continue
             attack = registry.build("attack", ref["name"], ref["params"])
             metrics.update({k: float(v) for k, v in
-                            attack.score(out["guesses"], on_cpu(dict(result.truth))).items()})
+                            attack.score(out["guesses"], to_device(dict(result.truth), "cpu")).items()})
     finally:
         if wire._channel is not None:
             wire._channel.close()

@@ -30,13 +30,13 @@ def attack_metrics(ctx: Any, result: Any, name: str, params: dict | None = None,
     """Run attack ``name`` where ``ctx``'s server is and score its guesses against
     ``result.truth``, as ``dpkit run`` does (``{}`` when the server kept nothing it needs)."""
     from dpkit.boundary.session import remote_attack
-    from dpkit.release.codec import on_cpu
+    from dpkit.release.codec import to_device
 
     out = remote_attack(ctx.wire.channel(), name, params or {}, seed)
     if "skipped" in out:
         return {}
     attack = ctx.registry.build("attack", name, params or {})
-    scores = attack.score(out["guesses"], on_cpu(dict(result.truth)))
+    scores = attack.score(out["guesses"], to_device(dict(result.truth), "cpu"))
     return {k: float(v) for k, v in scores.items()}
 
 
