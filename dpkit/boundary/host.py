@@ -57,7 +57,8 @@ class ServerHost:
         self.device = torch.device(init["device"])
         self.seed = int(init["seed"])
         self.public = ServerInputs(self.registry, init.get("model"), init.get("datasets", []),
-                                   self.device, self.seed, init.get("artifacts"))
+                                   self.device, self.seed, init.get("artifacts"),
+                                   init.get("privacy"))
         self.server = server_class(defense_cls)(params, self.public)
         self.messages: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)

@@ -47,8 +47,12 @@ class ServerInputs:
     """:class:`dpkit.contract.server.PublicInputs` inside the server process."""
 
     def __init__(self, registry: Any, model_ref: dict | None, datasets: list[dict],
-                 device: torch.device, seed: int, artifacts: str | None = None):
+                 device: torch.device, seed: int, artifacts: str | None = None,
+                 privacy: dict | None = None):
+        from dpkit.contract.privacy import PrivacySettings
+
         self._registry = registry
+        self.privacy = PrivacySettings.model_validate(privacy or {})
         self._artifacts = Path(artifacts) if artifacts else cache_root() / "server-artifacts"
         self._model_ref = model_ref
         self._datasets = {ref_key(d["name"], d.get("params")) for d in datasets}

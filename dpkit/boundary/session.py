@@ -17,7 +17,6 @@ from dpkit.accounting.guarantees import NoGuarantee
 from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
 from dpkit.boundary.host import server_class
 from dpkit.boundary.public import PrivateDataError, overlapping_records
-from dpkit.contract.context import derive_seed
 from dpkit.release.codec import decode, encode, raise_if_error
 from dpkit.release.meter import UP
 
@@ -39,12 +38,21 @@ def approved_datasets(defense: Any, ctx: Any) -> list[dict[str, Any]]:
     return refs
 
 
+def privacy_of(ctx: Any) -> dict[str, Any]:
+    """The cell's privacy settings (public: they are in the spec), else its ledger's δ and
+    accountant, as the server gets them."""
+    if ctx.privacy is not None:
+        return ctx.privacy.model_dump(mode="json")
+    return {"delta": float(getattr(ctx.ledger, "delta_target", 1e-5)),
+            "accountant": str(getattr(ctx.ledger, "accountant", "rdp"))}
+
+
 def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
     """What the server process is built from: public things only (its seed is derived from the
     cell's, so it cannot regenerate the client's draws from it)."""
     return {"defense": defense.name, "params": defense.params.model_dump(mode="json"),
             "model": ctx.model_ref, "datasets": approved_datasets(defense, ctx),
-            "seed": derive_seed(int(ctx.seed), "server"), "device": str(ctx.device),
+            "seed": ctx.server_seed, "device": str(ctx.device), "privacy": privacy_of(ctx),
             "plugins": dict(getattr(ctx.registry, "modules", {})),
             "artifacts": str(ctx.cache_dir.parent / "server-artifacts"),
             "record": bool(ctx.options.get("record_uploads"))}

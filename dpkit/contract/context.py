@@ -183,6 +183,16 @@ class RunContext(SeededStreams):
                           model_ref=self.model_ref, dataset_ref=self.dataset_ref,
                           noise_secret=self.noise_secret)
 
+    @property
+    def server_seed(self) -> int:
+        """The seed the cell's server is built with (derived from :attr:`seed`; public)."""
+        return derive_seed(int(self.seed), "server")
+
+    def server_numpy_seed(self, stream: str) -> int:
+        """The seed the cell's server gets from ``public.numpy_seed(stream)``: for what the client
+        must hold identically to the server (a model trained there on public data)."""
+        return derive_seed(self.server_seed, stream) % (2**32)
+
     def bind_server(self, defense: Any) -> None:
         """Let ``ctx.wire`` start ``defense``'s server on its first send (once per context)."""
         if self._bound is not None or self._connect is None:

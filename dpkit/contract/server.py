@@ -81,6 +81,13 @@ class PublicInputs(Protocol):
     def seed(self) -> int:
         """The server's own seed (derived from the cell's; never the client's)."""
 
+    @property
+    def privacy(self) -> Any:
+        """The cell's :class:`dpkit.PrivacySettings` (δ, accountant: public, in the spec)."""
+
+    def numpy_seed(self, stream: str) -> int:
+        """A 32-bit seed for numpy / gensim from the server's seed and ``stream``."""
+
     def load_model(self, name: str, params: dict | None = None) -> Any:
         """Load a registered model in the server process."""
 
@@ -92,6 +99,15 @@ class PublicInputs(Protocol):
 
     def generator(self, stream: str, device: torch.device | str | None = None) -> torch.Generator:
         """A seeded generator for the server's own randomness."""
+
+    def say(self, message: str) -> None:
+        """Progress of long server work."""
+
+    def artifact_dir(self, kind: str, key: str) -> Any:
+        """A cache folder (a ``pathlib.Path``) for what the server trains from public inputs."""
+
+    def artifact_lock(self, kind: str, key: str) -> Any:
+        """An inter-process lock of one :meth:`artifact_dir` entry (a context manager)."""
 
 
 class Server:

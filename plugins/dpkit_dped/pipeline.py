@@ -31,6 +31,7 @@ from dpkit_dped.evaluation import (
     topic_accuracy,
 )
 from dpkit_dped.scores import model_scores
+from dpkit_dped.server import PUBLIC_STREAM, gensim_settings
 from dpkit_dped.skipgram import WordModel, cache_key, cached_models, train_gensim
 from dpkit_dped.sources import all_analogy_questions, load_benchmark, texts_of
 
@@ -95,9 +96,8 @@ def _build_setup(ctx, p, public, key: str) -> Setup:
 
 
 def gensim_kwargs(p, ctx, stream: str) -> dict:
-    """Skip-gram hyper-parameters shared by teachers, the non-private and the public model."""
-    return {"dim": p.dim, "window": p.window, "epochs": p.epochs, "negative": p.negative,
-            "seed": ctx.numpy_seed(stream) % (2**31), "workers": p.workers}
+    """Skip-gram hyper-parameters of a model trained by the client on seed stream ``stream``."""
+    return gensim_settings(p, ctx.numpy_seed(stream))
 
 
 CURVE_FORMAT = 2  # bump when what a cached model's training curve records changes
@@ -108,21 +108,28 @@ def training_settings(p) -> tuple:
     return (p.dim, p.epochs, p.negative, p.workers, CURVE_FORMAT)
 
 
-def single_model(ctx, setup: Setup, p, which: str, texts: list[str]) -> WordModel:
-    """One skip-gram on ``texts`` with the shared settings, cached under ``which``."""
-    folder = ctx.artifact_dir("dped", cache_key(which, setup.key, *training_settings(p)))
+def single_model(ctx, setup: Setup, p, which: str, texts: list[str],
+                 settings: dict | None = None) -> WordModel:
+    """One skip-gram on ``texts`` with the shared settings (``settings``: other seeds), cached
+    under ``which``."""
+    seeded = () if settings is None else (settings["seed"],)
+    settings = settings or gensim_kwargs(p, ctx, f"dped-{which}")
+    folder = ctx.artifact_dir("dped", cache_key(which, setup.key, *training_settings(p), *seeded))
 
     def build() -> list[WordModel]:
         ctx.say(f"training the {which} skip-gram on {len(texts)} documents")
         return [train_gensim(sentences(texts, setup.vocab), setup.vocab, validation=setup.validation,
-                             component=f"{which} skip-gram", **gensim_kwargs(p, ctx, f"dped-{which}"))]
+                             component=f"{which} skip-gram", **settings)]
 
     return cached_models(folder, build)[0].to(ctx.device)
 
 
 def public_model(ctx, setup: Setup, p) -> WordModel:
-    """Skip-gram on the public corpus alone (alignment reference; the public-only baseline)."""
-    return single_model(ctx, setup, p, "public", setup.public_texts)
+    """Skip-gram on the public corpus alone (alignment reference; the public-only baseline): the
+    one the cell's server trains for the student (:func:`dpkit_dped.server.public_start`), with
+    the seed the server gets."""
+    return single_model(ctx, setup, p, "public", setup.public_texts,
+                        gensim_settings(p, ctx.server_numpy_seed(PUBLIC_STREAM)))
 
 
 def nonprivate_model(ctx, setup: Setup, p) -> WordModel:

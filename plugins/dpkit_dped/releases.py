@@ -15,20 +15,26 @@ recorded as ε = ∞):
   answered or not).
 - DP-SGD and its twins: ``noisy_gradient`` — one send per training step.
 - Reference rows (non-private, public, ensemble): ``model`` — the trained model, one send.
+
+DPED and PATE then ask the server for the ``student`` (a request: nothing is sent), which it trains
+from these releases and public inputs alone (:mod:`dpkit_dped.server`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import torch
 
-from dpkit import Release
+from dpkit import Release, TrainingCurve
+from dpkit_dped.selection import GainTest
 from dpkit_dped.skipgram import WordModel
 
 THRESHOLD, ANSWERS, HIDDEN = "threshold", "answers", "hidden_means"
 GRADIENT, MODEL = "noisy_gradient", "model"
+STUDENT = "student"
 
 
 def as_release(name: str, spend: tuple, *, unit: str = "row", covers: int | None = None) -> Release:
@@ -87,3 +93,14 @@ def send_models(wire, models: Sequence[WordModel]) -> list[WordModel]:
     crossed = sent.unbind(0)
     return [replace(m, vectors=crossed[2 * i], out_vectors=crossed[2 * i + 1])
             for i, m in enumerate(models)]
+
+
+def request_student(wire) -> tuple[WordModel, dict[str, Any]]:
+    """Ask the server for the student it trained on the releases; returns the student (with its
+    curve and epoch choice) and the server's other numbers (how many targets were informative)."""
+    answer = dict(wire.send(STUDENT))
+    curve, selection = answer.pop("curve"), answer.pop("selection")
+    model = WordModel(answer.pop("vectors"), answer.pop("out_vectors"), answer.pop("out_bias"))
+    model.curve = None if curve is None else TrainingCurve.from_dict(curve)
+    model.selection = None if selection is None else GainTest(**selection)
+    return model, answer
