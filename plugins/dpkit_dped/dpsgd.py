@@ -17,7 +17,7 @@ from dpkit import DpGuarantee, NoGuarantee, Release, calibrate_noise, declare_re
 from dpkit_dped.corpus import document_tensor, encode
 from dpkit_dped.defenses import privacy_settings, with_curves
 from dpkit_dped.pipeline import evaluate, prepare, public_model
-from dpkit_dped.releases import GRADIENT, as_release, gradient_sender
+from dpkit_dped.releases import GRADIENT, as_release, gradient_sender, request_trained
 from dpkit_dped.sgd import (
     SkipGramNS,
     opacus_clipped_sum,
@@ -26,6 +26,7 @@ from dpkit_dped.sgd import (
     train_dpsgd_documents,
 )
 from dpkit_dped.params import DpsgdParams, SgdParams
+from dpkit_dped.sgd_server import INIT_STREAM, GradientServer, random_start
 
 __all__ = ["DpedDpsgd", "DpedNonPrivateSgd", "DpedPublicSgd", "SkipGramNS", "opacus_clipped_sum",
            "sparse_clipped_sum", "train_dpsgd", "train_dpsgd_documents"]
@@ -42,9 +43,11 @@ def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm:
     """(setup, trained model, public start or None): ``p``'s recipe on the private training split.
 
     Each step's noisy gradient crosses ``ctx.wire`` as one ``noisy_gradient`` send (declared by
-    the caller). ``public``: the same recipe on the public corpus's documents instead (DP-SGD's own floor), at
-    the sampling rate that gives the private run's expected batch size, so that the noise added
-    to the averaged gradient has the private run's scale.
+    the caller); the model returned is the one the server trained from them
+    (:mod:`dpkit_dped.sgd_server`), with the client's training curve. ``public``: the same
+    recipe on the public corpus's documents instead (DP-SGD's own floor), at the sampling rate
+    that gives the private run's expected batch size, so that the noise added to the averaged
+    gradient has the private run's scale.
     """
     setup = prepare(ctx, p)
     texts, rate = setup.private_texts, p.sampling_rate
@@ -54,15 +57,17 @@ def train_on_private(ctx, p, steps: int, noise_multiplier: float, max_grad_norm:
     tokens, lengths = document_tensor(encode(texts, setup.vocab), p.max_doc_len)
     counts = torch.tensor(setup.vocab.counts, dtype=torch.float32, device=ctx.device) ** 0.75
     start = public_model(ctx, setup, p) if p.init == "public" else None
-    model = train_dpsgd_documents(
+    init = start if start is not None else random_start(len(setup.vocab), p.dim,
+                                                        ctx.server_numpy_seed(INIT_STREAM))
+    mirror = train_dpsgd_documents(
         tokens.to(ctx.device), lengths.to(ctx.device), counts / counts.sum(),
         pairs_per_doc=p.pairs_per_doc, window=p.window, dim=p.dim, negatives=p.negative,
         noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
         sampling_rate=rate, steps=steps, lr=p.lr, generator=ctx.noise_generator("dped-dpsgd"),
-        clipping=clipping, optimizer=p.optimizer, momentum=p.momentum, init=start,
+        clipping=clipping, optimizer=p.optimizer, momentum=p.momentum, init=init,
         validation=tuple(x.to(ctx.device) for x in setup.validation),
         release=gradient_sender(ctx.wire))
-    return setup, model, start
+    return setup, request_trained(ctx.wire, mirror.curve), start
 
 
 class DpedDpsgd(dpkit.Component):
@@ -70,6 +75,7 @@ class DpedDpsgd(dpkit.Component):
 
     name = "dped_dpsgd"
     Params = DpsgdParams
+    server = GradientServer
 
     def noise_multiplier(self, delta: float, accountant: str) -> float:
         """z such that ``steps`` Poisson-sampled steps spend at most the target ε (calibrated once
@@ -114,6 +120,7 @@ class DpedNonPrivateSgd(dpkit.Component):
 
     name = "dped_nonprivate_sgd"
     Params = SgdParams
+    server = GradientServer
 
     def planned_spends(self, privacy) -> list:
         """One NoGuarantee entry."""

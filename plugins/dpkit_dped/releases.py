@@ -17,7 +17,8 @@ recorded as ε = ∞):
 - Reference rows (non-private, public, ensemble): ``model`` — the trained model, one send.
 
 DPED and PATE then ask the server for the ``student`` (a request: nothing is sent), which it trains
-from these releases and public inputs alone (:mod:`dpkit_dped.server`).
+from these releases and public inputs alone, and DP-SGD for the ``trained_model`` its server
+trained by applying the noisy gradients (:mod:`dpkit_dped.server`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dpkit_dped.skipgram import WordModel
 
 THRESHOLD, ANSWERS, HIDDEN = "threshold", "answers", "hidden_means"
 GRADIENT, MODEL = "noisy_gradient", "model"
-STUDENT = "student"
+STUDENT, TRAINED = "student", "trained_model"
 
 
 def as_release(name: str, spend: tuple, *, unit: str = "row", covers: int | None = None) -> Release:
@@ -104,3 +105,12 @@ def request_student(wire) -> tuple[WordModel, dict[str, Any]]:
     model.curve = None if curve is None else TrainingCurve.from_dict(curve)
     model.selection = None if selection is None else GainTest(**selection)
     return model, answer
+
+
+def request_trained(wire, curve: TrainingCurve | None = None) -> WordModel:
+    """Ask DP-SGD's server for the model it trained from the gradients that crossed (with the
+    client's training ``curve``)."""
+    answer = wire.send(TRAINED)
+    model = WordModel(answer["vectors"], answer["out_vectors"])
+    model.curve = curve
+    return model

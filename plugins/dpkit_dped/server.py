@@ -180,3 +180,4 @@ class PateStudentServer(StudentServer):
     """PATE's server: the same, on the outputs alone."""
 
     uses_hidden = False
+

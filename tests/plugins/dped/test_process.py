@@ -1,5 +1,6 @@
-"""DPED and PATE with the server in its own process: the student it trains there is the one the
-in-process host trains, and the client's process never runs the student's training."""
+"""DPED, PATE and DP-SGD with the server in its own process: the student (the DP-SGD model) it
+trains there is the one the in-process host trains, and the client's process never runs that
+training."""
 
 from __future__ import annotations
 
@@ -39,25 +40,31 @@ def registry():
     sys.path.remove(str(HERE))
 
 
-@pytest.mark.parametrize("name", ["dped", "dped_pate"])
-def test_the_student_from_a_server_process_is_the_in_process_one(registry, name, tmp_path,
-                                                                  monkeypatch):
-    import dpkit_dped.student
+SGD = {**SMALL, "public_data": "dped_process_public", "topic_data": "dped_process_topics",
+       "init": "public", "target_epsilon": 4.0, "steps_by_epsilon": {4.0: 8},
+       "sampling_rate": 0.2, "pairs_per_doc": 8}
+CASES = {"dped": (TINY, "student", "dpkit_dped.server.train_student"),
+         "dped_pate": (TINY, "student", "dpkit_dped.server.train_student"),
+         "dped_dpsgd": (SGD, "trained_model", "dpkit_dped.sgd_server.GradientServer.step")}
 
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_what_a_server_process_trains_is_what_the_in_process_host_trains(registry, name, tmp_path,
+                                                                         monkeypatch):
+    params, request, server_code = CASES[name]
     results = {}
     for kind in ("inprocess", "process"):
         ctx = RunContext(dataset=tiny_dataset("tiny_private", 120, 30, seed=0), model=None,
                          device=torch.device("cpu"), seed=0, ledger=Ledger(1e-5),
                          registry=registry, cache_dir=tmp_path / "cache", connect=connector(kind))
-        if kind == "process":  # the client may not train a student itself
-            monkeypatch.setattr(dpkit_dped.student, "train_student", _refuse)
-            monkeypatch.setattr("dpkit_dped.server.train_student", _refuse)
-        result = registry.build("defense", name, TINY).run(ctx)
+        if kind == "process":  # the server's code never runs in the client's process
+            monkeypatch.setattr(server_code, _refuse)
+        result = registry.build("defense", name, params).run(ctx)
         arrived = tally(ctx.wire.channel())["messages"]
         ctx.wire.channel().close()
         results[kind] = {k: "nan" if isinstance(v, float) and math.isnan(v) else v
                          for k, v in result.metrics.items() if not k.endswith("_s")}
-        assert arrived.get("student") == 1 and arrived.get("threshold") == 1
+        assert arrived.get(request) == 1
         assert ("hidden_means" in arrived) == (name == "dped")
     assert results["process"] == results["inprocess"]
     assert math.isfinite(results["process"]["perplexity"])
