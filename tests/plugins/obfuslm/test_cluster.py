@@ -160,3 +160,11 @@ def test_padded_candidates_never_join():
     vals, idx, gamma = topk_similar(x, quantile_rank(12, 0.3), 0.3, chunk_rows=1)
     padded = torch.isinf(vals)  # as documented: similarity −∞, index −1
     assert bool(padded.any()) and bool((idx[padded] == -1).all()) and bool((idx[~padded] >= 0).all())
+
+
+def test_wide_tables_cluster_as_alg1_does():
+    """More columns than rows (ObfusLM+ clusters the hidden dims: the transposed table)."""
+    x = torch.randn(12, 40, generator=torch.Generator().manual_seed(9))
+    for k, beta in ((3, 0.5), (4, 0.9)):
+        fast, ref = embed_cluster(x, k, beta, chunk_rows=5), embed_cluster_dense(x, k, beta)
+        assert torch.equal(fast.labels, ref.labels) and torch.equal(fast.members, ref.members)
