@@ -118,6 +118,8 @@ def prepare(module: Module) -> Path:
         shutil.copytree(ROOT / ("" if name == "dpkit" else "plugins") / name, work / name,
                         ignore=ignore)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    example_tests = "examples/dpkit-example-plugin/tests"  # tests/conftest.py checks SMOKE's paths
+    shutil.copytree(ROOT / example_tests, work / example_tests, ignore=ignore)
     pytest_section = re.search(r"\[tool\.pytest\.ini_options\].*?(?=\n\[)", (ROOT / "pyproject.toml")
                                .read_text(), re.S)
     assert pytest_section, "pyproject.toml has no [tool.pytest.ini_options]"
@@ -128,7 +130,8 @@ def prepare(module: Module) -> Path:
               f"pytest_add_cli_args_test_selection = {module.tests!r}",
               'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-p", "no:randomly"]',
               'process_isolation = "forkserver"', "timeout_multiplier = 10.0",
-              "timeout_constant = 30.0", "use_git_change_detection = false"]
+              "timeout_constant = 30.0", "use_git_change_detection = false",
+              f"also_copy = [{example_tests!r}]"]
     (work / "pyproject.toml").write_text(settings + "\n\n" + "\n".join(mutmut) + "\n")
     return work
 

@@ -66,7 +66,10 @@ def topk_similar(x: torch.Tensor, m: int, beta: float, chunk_rows: int = 1024
     """Per row: top-``m`` cosine similarities, their indices and the β-quantile γ of the full row.
 
     Memory is ``chunk_rows × n`` floats at a time; the quantile uses linear interpolation over
-    all n similarities (as ``torch.quantile``), read off the sorted top-m values.
+    all n similarities (as ``torch.quantile``), read off the sorted top-m values. Where ties at γ
+    put more than m similarities at or above it, every one of them is kept (the columns grow to
+    the most any row needs; shorter rows are padded with −∞ and index −1), and equal similarities
+    come in index order, as in Alg. 1's stable sort.
     """
     n = x.shape[0]
     pos = beta * (n - 1)
@@ -79,11 +82,22 @@ def topk_similar(x: torch.Tensor, m: int, beta: float, chunk_rows: int = 1024
     for start in range(0, n, chunk_rows):
         sims = unit[start:start + chunk_rows] @ unit.T
         vals, idx = torch.topk(sims, need, dim=1, sorted=True)
+        g = vals[:, hi_rank] + frac * (vals[:, lo_rank] - vals[:, hi_rank])
+        width = max(m, int((sims >= g.unsqueeze(1)).sum(1).max()))
+        if width > need:
+            vals, idx = torch.topk(sims, width, dim=1, sorted=True)
         del sims
-        gamma.append(vals[:, hi_rank] + frac * (vals[:, lo_rank] - vals[:, hi_rank]))
-        vals_out.append(vals[:, :m])
-        idx_out.append(idx[:, :m])
-    return torch.cat(vals_out), torch.cat(idx_out), torch.cat(gamma)
+        by_index = torch.argsort(idx[:, :width], dim=1)
+        vals, idx = vals[:, :width].gather(1, by_index), idx[:, :width].gather(1, by_index)
+        by_value = torch.sort(vals, dim=1, descending=True, stable=True).indices
+        gamma.append(g)
+        vals_out.append(vals.gather(1, by_value))
+        idx_out.append(idx.gather(1, by_value))
+    width = max(v.shape[1] for v in vals_out)
+    vals = torch.cat([torch.nn.functional.pad(v, (0, width - v.shape[1]), value=-torch.inf)
+                      for v in vals_out])
+    idx = torch.cat([torch.nn.functional.pad(i, (0, width - i.shape[1]), value=-1) for i in idx_out])
+    return vals, idx, torch.cat(gamma)
 
 
 def quantile_rank(n: int, beta: float) -> int:

@@ -92,7 +92,8 @@ class ObfuscatedTables:
 def cached_clusters(emb: torch.Tensor, k: int, beta: float, chunk_rows: int) -> Clusters:
     """EmbedCluster of the permuted table, computed once per (table, permutation, k, β) and kept
     on disk: every ε of a sweep, and ``dpkit budget spec``, reuse the run's clustering."""
-    key = {"table": emb, "k": k, "beta": beta, "chunk_rows": chunk_rows}
+    key = {"table": emb, "k": k, "beta": beta, "chunk_rows": chunk_rows,
+           "ties": "all at gamma, in index order"}  # clusters cached before that fix differ on ties
     parts = cached("obfuslm_clusters", key, lambda: _cluster_parts(emb, k, beta, chunk_rows),
                    disk=True)
     return Clusters(parts["labels"].to(emb.device), parts["members"].to(emb.device),

@@ -1,5 +1,6 @@
 """CusText(+): output sets partition the vocabulary, probabilities equal the formula, ε within a set."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -85,3 +86,147 @@ def test_shortlist_greedy_equals_plain_greedy():
     fast = build_groups(space.vectors, order, 7, shortlist=2)
     plain = build_groups(space.vectors, order, 7, shortlist=10**6)
     assert torch.equal(fast, plain)
+
+
+def assert_greedy_sets(table, group, order, k, eligible=None):
+    """Each set, in creation order, is the first free word of ``order`` and its k − 1 nearest free
+    words (L2); words not ``eligible`` get −1; every eligible word lands in exactly one set."""
+    V = table.shape[0]
+    eligible = torch.ones(V, dtype=torch.bool) if eligible is None else eligible
+    assert bool((group[~eligible] == -1).all()) and bool((group[eligible] >= 0).all())
+    free = eligible.clone()
+    for g in range(int(group.max()) + 1):
+        members = group == g
+        seed = int(order[free[order]][0])
+        assert bool(members[seed]) and bool(free[members].all())
+        assert int(members.sum()) == min(k, int(free.sum()))
+        dist = (table.double() - table[seed].double()).norm(dim=1)
+        others = free & ~members
+        if bool(others.any()):
+            assert float(dist[members].max()) <= float(dist[others].min()) + 1e-5
+        free &= ~members
+    assert not bool(free.any())
+
+
+def test_build_groups_is_the_greedy_nearest_partition():
+    from dpkit_baselines.custext import build_groups
+
+    space = random_space(61, 5, 21)
+    table = space.vectors.clone()
+    table[40:50] = table[0:10]  # exact twins: a seed's nearest free word may be its twin
+    table[50:58] = 0.0  # eight equal rows (zero vectors, as for untrained words)
+    order = torch.randperm(61, generator=torch.Generator().manual_seed(1))
+    eligible = torch.ones(61, dtype=torch.bool)
+    eligible[[3, 17, 29, 44]] = False
+    for shortlist in (1, 2, 16):
+        for k in (3, 6):
+            assert_greedy_sets(table, build_groups(table, order, k, shortlist=shortlist), order, k)
+            assert_greedy_sets(table, build_groups(table, order, k, eligible, shortlist), order, k,
+                               eligible)
+    assert_greedy_sets(table, build_groups(table, order, 6), order, 6)
+    assert int(eligible.sum()) == 57  # the caller's mask is left alone
+
+
+def test_member_table_lists_members_by_id_padded_with_minus_one():
+    from dpkit_baselines.custext import member_table
+
+    labels = torch.tensor([0] * 8 + [1] * 8 + [2] * 5 + [-1] * 5)  # 21 set members: enough for
+    group = labels[torch.randperm(26, generator=torch.Generator().manual_seed(3))]  # an unstable sort
+    table = member_table(group, 8)
+    assert table.shape == (3, 8)
+    for g in range(3):
+        ids = torch.nonzero(group == g).squeeze(1)
+        assert table[g, :len(ids)].tolist() == ids.tolist()  # increasing ids
+        assert table[g, len(ids):].tolist() == [-1] * (8 - len(ids))
+    assert member_table(torch.full((5,), -1), 4).shape == (0, 4)
+
+
+def test_guarantee_counts_each_words_own_set_and_needs_the_space():
+    space = random_space(13, 3, 22)
+    mech = CusText(CusText.Params(epsilon=0.8, top_k=10))
+    assert mech.guarantee(space) == KAnonymityGuarantee(10, 3, 3 / 13, 0.8)
+    with pytest.raises(ValueError, match=r"^custext\.guarantee needs the space to report the "
+                                         r"achieved k$"):
+        mech.guarantee()
+
+
+def test_sets_follow_k_the_counts_the_stop_word_policy_and_the_space():
+    space = random_space(40, 4, 23, stop_words=True)
+    first = CusText(CusText.Params(epsilon=1.0, top_k=5))
+    assert_greedy_sets(space.vectors, first.groups(space), torch.arange(40), 5)
+    other = CusText(CusText.Params(epsilon=1.0, top_k=4))  # the process cache is keyed by K
+    assert_greedy_sets(space.vectors, other.groups(space), torch.arange(40), 4)
+    counts = torch.randperm(40, generator=torch.Generator().manual_seed(4))
+    first.fit_counts(counts)  # new counts, new order: the sets are rebuilt
+    order = torch.sort(counts, descending=True, stable=True).indices
+    assert_greedy_sets(space.vectors, first.groups(space), order, 5)
+    plus = CusTextPlus(CusTextPlus.Params(epsilon=1.0, top_k=5))  # same space, K and order
+    plus.fit_counts(counts)
+    assert_greedy_sets(space.vectors, plus.groups(space), order, 5, ~space.stop_mask)
+    small = random_space(12, 4, 24)  # the same instance on another space: its own sets
+    assert_greedy_sets(small.vectors, other.groups(small), torch.arange(12), 4)
+    assert_greedy_sets(space.vectors, other.groups(space), torch.arange(40), 4)
+
+
+def stop_word_space(words: list[str]):
+    """Ten seeded 3-d vectors for ``words``, with "the" and "of" as stop words."""
+    from dpkit.text.space import EmbeddingSpace
+
+    return EmbeddingSpace("stops-" + "-".join(words), words, torch.randn(
+        10, 3, generator=torch.Generator().manual_seed(5)), stop_words=frozenset({"the", "of"}))
+
+
+def test_verbatim_words_are_the_stop_words_and_their_law_is_a_point_mass():
+    mech = CusTextPlus(CusTextPlus.Params(epsilon=1.0, top_k=4))
+    ids = torch.tensor([-1, 0, 1, 2, 3, 9])
+    for words in (["w0", "the", "w2", "of", "w4", "w5", "w6", "w7", "w8", "w9"],
+                  ["the", "w1", "w2", "of", "w4", "w5", "w6", "w7", "w8", "w9"]):
+        space = stop_word_space(words)
+        stop = torch.tensor([w in ("the", "of") for w in words])
+        assert mech.verbatim_mask(ids, space).tolist() == [False] + stop[ids[1:]].tolist()
+        assert not bool(CusText(CusText.Params(epsilon=1.0, top_k=4)).verbatim_mask(ids, space).any())
+        law = mech.output_log_probs(torch.nonzero(stop).squeeze(1), space)
+        for row, word in zip(law, torch.nonzero(stop).squeeze(1).tolist()):
+            assert float(row[word]) == 0.0 and bool(torch.isinf(row[torch.arange(10) != word]).all())
+        # word 0 through privatize: kept if a stop word, else drawn from its own set
+        out = mech.privatize(torch.zeros(4000, dtype=torch.long), space=space,
+                             generator=torch.Generator().manual_seed(6))
+        if bool(stop[0]):
+            assert bool((out == 0).all())
+        else:
+            group = mech.groups(space)
+            assert bool((group[out] == group[0]).all()) and bool((out != 0).any())
+
+
+@pytest.mark.parametrize("vocab,last", [(21, 1), (23, 3)])  # 4 sets of 5, then the last set
+def test_law_is_min_max_normalised_at_small_scale_in_full_and_padded_sets(vocab, last):
+    space = random_space(vocab, 3, 25, scale=0.05)  # set diameters well below 1
+    eps = 6.0
+    mech = CusText(CusText.Params(epsilon=eps, top_k=5))
+    group = mech.groups(space)
+    assert sorted(torch.bincount(group).tolist()) == [last] + [5] * 4
+    law = mech.output_log_probs(torch.arange(vocab), space).exp().double()
+    for x in range(vocab):
+        members = torch.nonzero(group == group[x]).squeeze(1)
+        expected = torch.zeros(vocab, dtype=torch.float64)
+        if len(members) == 1:  # a singleton keeps its word
+            expected[x] = 1.0
+        else:
+            d = (space.vectors[members] - space.vectors[x]).norm(dim=1).double()
+            expected[members] = torch.softmax(eps * (1 - (d - d.min()) / (d.max() - d.min())) / 2, 0)
+        assert torch.allclose(law[x], expected, atol=1e-6)
+
+
+def test_privatize_draws_word_zero_from_its_set_and_from_the_generator_only():
+    space = random_space(20, 3, 26)
+    mech = CusText(CusText.Params(epsilon=2.0, top_k=5))
+    ids = torch.zeros(20000, dtype=torch.long)  # word 0 seeds set 0
+    a = mech.privatize(ids, space=space, generator=torch.Generator().manual_seed(7))
+    freq = torch.bincount(a, minlength=20).double() / len(ids)
+    prob = mech.output_log_probs(torch.tensor([0]), space).exp()[0].double()
+    assert float((freq - prob).abs().sum()) / 2 < 0.02
+    torch.manual_seed(123)  # the global stream must not matter
+    b = mech.privatize(ids, space=space, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(a, b)
+    with pytest.raises(ValueError, match=r"^custext needs the embedding space \(space=\.\.\.\)$"):
+        mech.privatize(ids, space=None, generator=torch.Generator())

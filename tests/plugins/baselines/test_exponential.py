@@ -1,5 +1,6 @@
 """SanText(+): output probabilities equal the formula; log-ratios stay within ε·d; sampling matches."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -107,3 +108,79 @@ def test_sample_by_id_matches_each_row_across_blocks(monkeypatch):
     for i in range(5):
         freq = torch.bincount(draws[ids == i], minlength=8).double() / 6000
         assert float((freq - torch.softmax(logits[i].double(), 0)).abs().sum()) / 2 < 0.03
+
+
+def test_guarantee_without_a_space_names_no_space():
+    assert SanText(SanText.Params(epsilon=0.7)).guarantee() == MetricDpGuarantee(0.7, "l2", "", "token")
+    full = SanTextPlus(SanTextPlus.Params(epsilon=0.7, p=1.0))
+    assert full.guarantee() == MetricDpGuarantee(0.7, "l2", "", "token")
+    space = random_space(10, 3, 0)
+    assert full.guarantee(space) == MetricDpGuarantee(0.7, "l2", space.name, "token")
+
+
+def test_privatize_refuses_a_missing_space():
+    for mech in (SanText(SanText.Params(epsilon=1.0)), SanTextPlus(SanTextPlus.Params(epsilon=1.0))):
+        with pytest.raises(ValueError, match=rf"^{mech.name} needs the embedding space \(space=\.\.\.\)$"):
+            mech.privatize(torch.tensor([1]), space=None, generator=torch.Generator())
+
+
+def test_token_zero_is_resampled_with_its_law():
+    space = random_space(8, 3, 11, scale=0.3)
+    mech = SanText(SanText.Params(epsilon=1.0))
+    out = mech.privatize(torch.zeros(20000, dtype=torch.long), space=space,
+                         generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(out, minlength=8).double() / len(out)
+    prob = mech.output_log_probs(torch.tensor([0]), space).exp()[0].double()
+    assert float((freq - prob).abs().sum()) / 2 < 0.02
+
+
+@pytest.mark.parametrize("mech", [SanText(SanText.Params(epsilon=1.0)),
+                                  SanTextPlus(SanTextPlus.Params(epsilon=1.0, p=0.5,
+                                                                 sensitive_share=0.5))])
+def test_draws_come_from_the_generator_only(mech):
+    space = random_space(20, 3, 12)
+    ids = torch.arange(20).repeat(10)
+    a = mech.privatize(ids, space=space, generator=torch.Generator().manual_seed(7))
+    torch.manual_seed(123)  # the global stream must not matter
+    b = mech.privatize(ids, space=space, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(a, b)
+    assert not torch.equal(a, mech.privatize(ids, space=space,
+                                             generator=torch.Generator().manual_seed(8)))
+
+
+def test_santext_plus_sensitive_words_are_the_least_counted_and_at_least_one():
+    space = random_space(40, 3, 0)
+    counts = torch.randperm(40, generator=torch.Generator().manual_seed(9)) + 1
+    rarest = torch.argsort(counts)
+    mech = SanTextPlus(SanTextPlus.Params(epsilon=1.0, sensitive_share=0.01))  # 0.4 words
+    mech.fit_counts(counts)
+    assert torch.nonzero(mech.sensitive_mask(space)).squeeze(1).tolist() == [int(rarest[0])]
+    mech = SanTextPlus(SanTextPlus.Params(epsilon=1.0, sensitive_share=0.04))  # 1.6 words
+    mech.fit_counts(counts)
+    assert torch.nonzero(mech.sensitive_mask(space)).squeeze(1).tolist() == sorted(
+        rarest[:2].tolist())
+
+
+def test_santext_plus_no_guarantee_says_why():
+    g = SanTextPlus(SanTextPlus.Params(epsilon=2.0, p=0.3)).guarantee(random_space(10, 3, 0))
+    assert g == NoGuarantee(
+        "SanText+ (p=0.3) keeps a non-sensitive word unchanged with probability 0.70, so its "
+        "output identifies it; ε=2.0·d holds only between two sensitive words (UMLDP), not as "
+        "dχ over the vocabulary")
+
+
+def test_santext_plus_p_zero_keeps_non_sensitive_words_even_at_a_zero_uniform(monkeypatch):
+    space = random_space(20, 3, 13)
+    mech = SanTextPlus(SanTextPlus.Params(epsilon=1.0, p=0.0, sensitive_share=0.5))
+    real_rand = torch.rand
+
+    def rand(*size, generator=None, device=None, dtype=None):
+        """torch.rand at the bottom of its range: every uniform is 0."""
+        return torch.zeros_like(real_rand(*size, generator=generator, device=device, dtype=dtype))
+
+    monkeypatch.setattr(torch, "rand", rand)
+    ids = torch.arange(20)
+    out = mech.privatize(ids, space=space, generator=torch.Generator().manual_seed(0))
+    sensitive = mech.sensitive_mask(space)
+    assert torch.equal(out[~sensitive], ids[~sensitive])
+    assert bool(sensitive[out[sensitive]].all())
