@@ -118,6 +118,9 @@ def prepare(module: Module) -> Path:
         shutil.copytree(ROOT / ("" if name == "dpkit" else "plugins") / name, work / name,
                         ignore=ignore)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    # tests/conftest.py refuses to collect when a path of its SMOKE tier is missing
+    shutil.copytree(ROOT / "examples", work / "examples",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "*.egg-info"))
     pytest_section = re.search(r"\[tool\.pytest\.ini_options\].*?(?=\n\[)", (ROOT / "pyproject.toml")
                                .read_text(), re.S)
     assert pytest_section, "pyproject.toml has no [tool.pytest.ini_options]"
@@ -128,7 +131,8 @@ def prepare(module: Module) -> Path:
               f"pytest_add_cli_args_test_selection = {module.tests!r}",
               'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-p", "no:randomly"]',
               'process_isolation = "forkserver"', "timeout_multiplier = 10.0",
-              "timeout_constant = 30.0", "use_git_change_detection = false"]
+              "timeout_constant = 30.0", "use_git_change_detection = false",
+              'also_copy = ["examples"]']
     (work / "pyproject.toml").write_text(settings + "\n\n" + "\n".join(mutmut) + "\n")
     return work
 
