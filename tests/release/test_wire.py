@@ -8,8 +8,9 @@ import torch
 
 from dpkit.accounting import Ledger, MetricDpGuarantee
 from dpkit.base.errors import AccountingError, BudgetExceededError
-from dpkit.testing.boundary import recording_wire
+from dpkit.release.meter import Meter
 from dpkit.release.wire import DOWN, UP, Release, Wire, tensor_bytes
+from dpkit.testing.boundary import RecordingChannel, recording_wire
 
 ETA = MetricDpGuarantee(5.0, "l2", "glove")
 
@@ -43,6 +44,17 @@ def test_send_copies_counts_meters_and_returns_the_answer():
     assert wire.per_batch("train") == 68
     assert wire.summary() == {"train_down_embeddings": 20, "train_up_embeddings": 48, "total": 68}
     assert wire.units["embeddings"] == 3
+
+
+def test_what_crosses_is_the_copy_the_wire_counted():
+    x = torch.ones(2, 3)
+
+    def guard(spend):  # runs while the send is charged: the caller's buffer changes meanwhile
+        x.zero_()
+
+    wire, channel = wire_with(ledger=Ledger(guard=guard))
+    wire.send("labels", x)
+    assert torch.equal(channel.got[0]["tensor"], torch.ones(2, 3)) and x.sum() == 0
 
 
 def test_undeclared_upload_is_charged_infinite_before_it_crosses():
@@ -139,3 +151,88 @@ def test_a_wire_without_a_server_declares_but_cannot_send():
     wire.declare([Release("embeddings", ETA, "tokens", count=3)])
     with pytest.raises(AccountingError, match="not connected"):
         wire.send("embeddings", torch.randn(1, 2))
+
+
+def test_messages_name_the_phase_and_batch_and_bytes_are_kept_apart():
+    wire, channel = wire_with(Release("embeddings", ETA, "tokens", count=9),
+                              Release("ids", ETA, "ids", count=9, unit="element"))
+    wire.send("embeddings", torch.zeros(2, 4))                      # 32 bytes up
+    wire.end_batch()
+    wire.end_batch()
+    wire.phase = "eval"
+    wire.send("ids", torch.zeros(3, dtype=torch.int64))             # 24 bytes up
+    wire.send("embeddings", torch.zeros(1, 4))                      # 16 bytes up
+    assert [(m["op"], m["name"], m["phase"], m["batch"], m["mask"]) for m in channel.got] == [
+        ("message", "embeddings", "run", 0, None), ("message", "ids", "eval", 0, None),
+        ("message", "embeddings", "eval", 0, None)]
+    assert wire.bytes() == 72 and wire.bytes(direction=DOWN) == 0
+    assert wire.bytes("run") == 32 and wire.bytes("eval", UP) == 40
+    assert wire.bytes(name="embeddings") == 48 and wire.bytes("eval", UP, "ids") == 24
+    assert wire.per_batch("run") == 16.0 and wire.per_batch("run", DOWN) == 0.0
+    assert wire.per_batch("eval") == 0.0  # no batch of eval ended
+    assert wire.summary() == {"eval_up_embeddings": 16, "eval_up_ids": 24,
+                              "run_up_embeddings": 32, "total": 72}
+    wire.end_batch()
+    wire.send("ids", torch.zeros(1, dtype=torch.int64))
+    assert channel.got[-1]["batch"] == 1 and wire.per_batch("eval") == 48.0
+
+
+def test_the_bytes_of_an_answer_are_those_of_its_tensors():
+    answer = {"a": [torch.zeros(2, 3), (torch.zeros(4, dtype=torch.int16), 7)], "b": "text",
+              "c": 5, "d": {"e": torch.zeros(1, dtype=torch.float64)}}
+    wire, _ = wire_with(Release("embeddings", ETA, "tokens", count=3), answer=answer)
+    got = wire.send("embeddings", torch.zeros(1, 2))
+    assert got["c"] == 5 and got["a"][1][1] == 7
+    assert wire.bytes(direction=DOWN) == 24 + 8 + 8 and wire.bytes(direction=UP) == 8
+
+
+def test_the_wire_connects_once_and_counts_on_the_meter_it_was_given():
+    ledger = Ledger()
+    meter = Meter(ledger)
+    channels = []
+
+    def connect():
+        channels.append(RecordingChannel(ledger))
+        return channels[-1]
+
+    wire = Wire(meter, connect=connect)
+    wire.declare([Release("embeddings", ETA, "tokens", count=3)])
+    assert meter.releases["embeddings"] is wire.releases["embeddings"]
+    assert wire.spends["embeddings"] is meter.spends["embeddings"]
+    for _ in range(3):
+        wire.send("embeddings", torch.zeros(1, 2))
+    assert len(channels) == 1 and len(channels[0].got) == 3
+    assert meter.units["embeddings"] == 3 and wire.units["embeddings"] == 3
+    wire.close()
+    assert meter.closed is True
+
+
+def test_the_refusals_of_a_wire_say_what_to_do():
+    wire, _ = wire_with(Release("embeddings", ETA, "tokens", count=3))
+    with pytest.raises(AttributeError, match="^a wire's ledger belongs to the runner and cannot be "
+                       "replaced; the runner settles the ledger it bound$"):
+        wire.ledger = Ledger()
+    with pytest.raises(AccountingError, match="^this wire is not connected to a server; send "
+                       "through ctx.wire, the wire the runner gave the cell$"):
+        Wire(Ledger()).channel()
+
+
+def test_answers_to_a_cpu_client_are_the_decoded_tensors():
+    wire, _ = wire_with(Release("embeddings", ETA, "tokens", count=3),
+                        answer={"pooled": torch.ones(2)})
+    assert wire.send("report")["pooled"].device.type == "cpu" and wire.device is None
+    wire.send("embeddings", torch.zeros(1, 2))
+    assert wire.device == torch.device("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_answers_come_back_on_the_device_the_client_sends_from():
+    wire, channel = wire_with(Release("embeddings", ETA, "tokens", count=3, reusable=True),
+                              answer={"pooled": torch.ones(2), "rows": [torch.zeros(1)]})
+    got = wire.send("embeddings", torch.arange(4.0, device="cuda").reshape(2, 2))
+    assert torch.equal(channel.got[0]["tensor"], torch.arange(4.0).reshape(2, 2))
+    assert got["pooled"].is_cuda and got["rows"][0].is_cuda and wire.device.type == "cuda"
+    assert wire.units["embeddings"] == 2
+    assert wire.send("report")["pooled"].is_cuda  # a request answers on the client's device
+    assert not wire.send("embeddings", torch.zeros(1, 2))["pooled"].is_cuda
+    assert wire.device.type == "cuda"  # the first send's device
