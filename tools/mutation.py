@@ -118,6 +118,8 @@ def prepare(module: Module) -> Path:
         shutil.copytree(ROOT / ("" if name == "dpkit" else "plugins") / name, work / name,
                         ignore=ignore)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    example_tests = Path("examples", "dpkit-example-plugin", "tests")  # tests/conftest.py's SMOKE
+    shutil.copytree(ROOT / example_tests, work / example_tests, ignore=ignore)  # names it
     pytest_section = re.search(r"\[tool\.pytest\.ini_options\].*?(?=\n\[)", (ROOT / "pyproject.toml")
                                .read_text(), re.S)
     assert pytest_section, "pyproject.toml has no [tool.pytest.ini_options]"
@@ -125,6 +127,7 @@ def prepare(module: Module) -> Path:
                                                'testpaths = ["tests"]')
     mutmut = ["[tool.mutmut]", f"source_paths = {packages!r}",
               f"only_mutate = [{_scratch_path(module.path)!r}]",
+              f"also_copy = [{example_tests.as_posix()!r}]",
               f"pytest_add_cli_args_test_selection = {module.tests!r}",
               'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-p", "no:randomly"]',
               'process_isolation = "forkserver"', "timeout_multiplier = 10.0",
