@@ -13,6 +13,7 @@ from dpkit_dped.aggregation import (
     aggregate,
     clip_rows,
     procrustes_align,
+    teacher_probability_sum,
     teacher_votes,
     vote_histogram,
 )
@@ -92,13 +93,44 @@ def test_hidden_release_is_the_clipped_mean_and_needs_its_sigma():
                     generator=torch.Generator().manual_seed(0))
     assert torch.allclose(agg.hidden, torch.tensor([[0.45, 0.6]]), atol=1e-6)
     no_hidden = NoisePlan(queries=1, sigma_threshold=1.0, sigma_votes=1.0, target="hard")
-    with pytest.raises(ValueError, match="teacher vectors were given but the noise plan has no "
-                                         "hidden-layer σ"):
+    with pytest.raises(ValueError, match="^teacher vectors were given but the noise plan has no "
+                                         "hidden-layer σ$"):
         aggregate(vectors, summed, no_hidden, threshold=1.0, clip=1.0, generator=torch.Generator())
 
 
 def test_a_plan_without_threshold_noise_is_refused_unless_faithful():
     plan = NoisePlan(queries=1, sigma_threshold=None, sigma_votes=1.0, faithful=True)
     object.__setattr__(plan, "faithful", False)
-    with pytest.raises(ValueError, match="refusing to compare the noiseless top count"):
+    with pytest.raises(ValueError, match="^the plan has no threshold noise and is not the faithful "
+                                         "threshold; refusing to compare the noiseless top count$"):
         aggregate(None, _summed(), plan, threshold=1.0, clip=1.0, generator=torch.Generator())
+
+
+def test_one_teachers_probability_sum_is_its_own_distribution():
+    g = torch.Generator().manual_seed(2)
+    teacher = WordModel(torch.randn(9, 3, generator=g), torch.randn(9, 3, generator=g))
+    queries = torch.tensor([4, 0, 8, 4])
+    expected = teacher.context_logits(queries).softmax(-1)
+    assert torch.allclose(teacher_probability_sum([teacher], queries, chunk=3), expected)
+
+
+def test_every_draw_comes_from_the_given_generator():
+    """Two runs from equally seeded generators release the same threshold decisions, sums and
+    means whatever the global RNG holds; the threshold sits on every top count so each decision
+    is the sign of its own draw."""
+    g = torch.Generator().manual_seed(3)
+    summed = torch.rand(400, 6, generator=g) * 4
+    summed[:, 0] = 10.0
+    vectors = torch.randn(3, 400, 4, generator=g)
+    plan = NoisePlan(queries=400, sigma_threshold=2.0, sigma_votes=1.0, sigma_hidden=0.5,
+                     hidden_sens=0.1, target="soft")
+    runs = []
+    with torch.random.fork_rng():
+        for global_seed in (0, 1):
+            torch.manual_seed(global_seed)
+            runs.append(aggregate(vectors, summed, plan, threshold=10.0, clip=1.0,
+                                  generator=torch.Generator().manual_seed(7)))
+    a, b = runs
+    assert 0 < int(a.answered.sum()) < 400
+    assert torch.equal(a.answered, b.answered)
+    assert torch.equal(a.soft, b.soft) and torch.equal(a.hidden, b.hidden)
