@@ -23,6 +23,7 @@ from dpkit_dped import dpsgd
 from dpkit_dped.dpsgd import DpedDpsgd, DpedNonPrivateSgd, DpedPublicSgd, gradient_releases
 from dpkit_dped.pipeline import prepare
 from dpkit_dped.releases import GRADIENT
+from dpkit_dped.sgd_server import INIT_STREAM, random_start
 
 from .conftest import SMALL, TinyPublic, TinyTopics, tiny_dataset
 
@@ -126,7 +127,11 @@ def _trained(monkeypatch) -> list[dict]:
 
 def _evaluated(k: dict, ctx, params) -> None:
     run_ctx, setup, model, p = k["evaluated"]
-    assert run_ctx is ctx and model is k["model"] and p is params
+    assert run_ctx is ctx and p is params
+    # the evaluator scores the server's model, equal to the client's copy, with its curve
+    assert model is not k["model"] and model.curve is k["model"].curve
+    assert torch.equal(model.vectors, k["model"].vectors)
+    assert torch.equal(model.out_vectors, k["model"].out_vectors)
     assert setup.private_texts == prepare(_ctx(), params).private_texts
 
 
@@ -147,8 +152,10 @@ def test_dpsgd_trains_at_its_calibrated_noise_on_the_private_documents(monkeypat
     assert (k["noise_multiplier"], k["max_grad_norm"], k["sampling_rate"], k["steps"]) == \
         (z, 0.7, 0.2, 4)
     assert (k["clipping"], k["optimizer"], k["momentum"], k["lr"]) == ("opacus", "adam", 0.5, 0.03)
-    assert (k["window"], k["negatives"], k["dim"], k["pairs_per_doc"], k["init"]) == \
-        (3, 3, 6, 4, None)
+    assert (k["window"], k["negatives"], k["dim"], k["pairs_per_doc"]) == (3, 3, 6, 4)
+    # the random start is drawn from the server's seed, so the server starts from the same table
+    start = random_start(len(prepare(_ctx(), params).vocab), 6, ctx.server_numpy_seed(INIT_STREAM))
+    assert torch.equal(k["init"].vectors, start.vectors) and not k["init"].out_vectors.any()
     setup = prepare(_ctx(), params)
     assert len(k["tokens"]) == len(setup.private_texts) and k["tokens"].shape[1] == 30
     assert int(k["lengths"].max()) <= 30
@@ -208,7 +215,8 @@ def test_the_floor_trains_on_public_documents_at_the_private_expected_batch(monk
     assert k["sampling_rate"] == pytest.approx(
         min(1.0, rate * len(setup.private_texts) / len(setup.public_texts)))
     assert (k["noise_multiplier"], k["max_grad_norm"], k["steps"]) == (z, 0.7, 4)
-    assert k["clipping"] == params.clipping and (k["init"] is None) == (params.init == "random")
+    assert k["clipping"] == params.clipping  # a random start has a zero output table
+    assert bool(k["init"].out_vectors.any()) == (params.init == "public")
     assert [c["component"] for c in result.training_curves] == ["DP-SGD skip-gram"] + (
         ["public skip-gram"] if params.init == "public" else [])
     assert ctx.ledger.epsilon() == 0.0 and ctx.wire.units[GRADIENT] == 4
