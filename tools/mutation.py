@@ -118,6 +118,9 @@ def prepare(module: Module) -> Path:
         shutil.copytree(ROOT / ("" if name == "dpkit" else "plugins") / name, work / name,
                         ignore=ignore)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    # tests/conftest.py refuses to run when a path of its smoke tier is missing (never collected here)
+    example_tests = "examples/dpkit-example-plugin/tests"
+    shutil.copytree(ROOT / example_tests, work / example_tests, ignore=ignore)
     pytest_section = re.search(r"\[tool\.pytest\.ini_options\].*?(?=\n\[)", (ROOT / "pyproject.toml")
                                .read_text(), re.S)
     assert pytest_section, "pyproject.toml has no [tool.pytest.ini_options]"
@@ -126,6 +129,7 @@ def prepare(module: Module) -> Path:
     mutmut = ["[tool.mutmut]", f"source_paths = {packages!r}",
               f"only_mutate = [{_scratch_path(module.path)!r}]",
               f"pytest_add_cli_args_test_selection = {module.tests!r}",
+              f"also_copy = [{example_tests!r}]",
               'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-p", "no:randomly"]',
               'process_isolation = "forkserver"', "timeout_multiplier = 10.0",
               "timeout_constant = 30.0", "use_git_change_detection = false"]
