@@ -41,7 +41,8 @@ def stated_privacy(event: Any, neighboring: str) -> tuple[float, float] | None:
             return None
         return eps, (event.delta if isinstance(event, ApproxDpEvent) else 0.0)
     if isinstance(event, dp_accounting.LaplaceDpEvent) and event.noise_multiplier > 0:
-        return 1.0 / event.noise_multiplier, 0.0
+        scale = 2.0 if neighboring == "replace_one" else 1.0  # a replacement: sensitivity 2
+        return scale / event.noise_multiplier, 0.0
     if isinstance(event, dp_accounting.RandomizedResponseDpEvent) and neighboring != "add_remove":
         p, k = event.noise_parameter, event.num_buckets
         if p > 0 and k >= 1:

@@ -124,10 +124,25 @@ class DpkitPLDAccountant(PLDAccountant):
         return None
 
 
+def replace_one_sensitivity(event):
+    """``event`` with its add/remove sensitivity doubled, for a replace-one ledger (a
+    replacement is one removal and one addition): dp-accounting's PLD reads a Gaussian so, its
+    RDP reads Gaussian and Laplace events the same under every relation, which under-states ε."""
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        return dp_accounting.GaussianDpEvent(event.noise_multiplier / 2)
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return dp_accounting.LaplaceDpEvent(event.noise_multiplier / 2)
+    return event
+
+
 class DpkitRdpAccountant(RdpAccountant):
-    """dp-accounting's RDP accountant that also composes :class:`PureDpEvent` (tight RR curve)."""
+    """dp-accounting's RDP accountant that also composes :class:`PureDpEvent` (tight RR curve),
+    and reads Gaussian and Laplace events with the replace-one sensitivity on a replace-one
+    ledger (:func:`replace_one_sensitivity`)."""
 
     def _maybe_compose(self, event, count, do_compose):
+        if self.neighboring_relation == dp_accounting.NeighboringRelation.REPLACE_ONE:
+            event = replace_one_sensitivity(event)
         if isinstance(event, ApproxDpEvent) and event.delta > 0:
             return _Details(event, "(ε, δ)-DP with δ > 0 has no finite Rényi DP; use "
                                    "accountant='pld'")

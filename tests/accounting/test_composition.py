@@ -102,8 +102,10 @@ def test_own_settings_for_own_accountant_and_defaults_for_the_other():
     comp = DpComposition(orders=orders, neighboring="replace_one")
     comp.add(GAUSS, 4)
     relation = dp_accounting.NeighboringRelation.REPLACE_ONE
+    # RDP under replace-one charges the Gaussian at the replacement's (doubled) sensitivity
+    replaced = DpGuarantee(dp_accounting.GaussianDpEvent(1.5))
     assert comp.epsilon(1e-5) == pytest.approx(reference_epsilon(
-        RdpAccountant(orders=orders, neighboring_relation=relation), [(GAUSS, 4)]), rel=1e-12)
+        RdpAccountant(orders=orders, neighboring_relation=relation), [(replaced, 4)]), rel=1e-12)
     assert comp.epsilon(1e-5, accountant="pld") == pytest.approx(reference_epsilon(
         PLDAccountant(relation), [(GAUSS, 4)]), rel=1e-12)
     pld = DpComposition("pld", discretization=1e-2)

@@ -65,3 +65,34 @@ def test_spec_privacy_block_reaches_the_run_ledger(toy_spec_text, toy_plugins):
     run_spec(spec, show_progress=False, registry=get_registry())
     ledgers = json.loads((out / "ledger.json").read_text())["cells"]
     assert {entry["ledger"]["neighboring"] for entry in ledgers.values()} == {"replace_one"}
+
+
+@pytest.mark.parametrize("z", [0.8, 2.0, 5.0])
+def test_a_gaussian_on_a_replace_one_ledger_is_charged_the_replacement_sensitivity(z):
+    """dp-accounting's RDP reads a Gaussian the same under every relation; its PLD doubles the
+    sensitivity under replace-one. Neither dpkit accountant may charge less than PLD's reading
+    (RDP's bound lies above PLD's), nor the add/remove price."""
+    gauss = events.SelfComposedDpEvent(events.GaussianDpEvent(z), 10)
+    pld = PLDAccountant(NeighboringRelation.REPLACE_ONE).compose(gauss).get_epsilon(1e-5)
+    halved = RdpAccountant().compose(events.SelfComposedDpEvent(events.GaussianDpEvent(z / 2), 10))
+    charged = {}
+    for accountant in ("rdp", "pld"):
+        ledger = Ledger(accountant=accountant, neighboring="replace_one")
+        ledger.spend(DpGuarantee(gauss), "gauss")
+        charged[accountant] = ledger.epsilon()
+        assert charged[accountant] >= pld * (1 - 1e-9)
+        add_remove = Ledger(accountant=accountant)
+        add_remove.spend(DpGuarantee(gauss), "gauss")
+        assert charged[accountant] > add_remove.epsilon()
+    assert charged["rdp"] == pytest.approx(halved.get_epsilon(1e-5), rel=1e-9)
+    assert charged["pld"] == pytest.approx(pld, rel=1e-9)
+
+
+def test_a_laplace_on_a_replace_one_ledger_costs_twice_its_add_remove_epsilon():
+    lap = events.LaplaceDpEvent(2.0)  # ε = 1/2 under add/remove
+    charged = []
+    for neighboring in ("add_remove", "replace_one"):
+        ledger = Ledger(neighboring=neighboring)
+        ledger.spend(DpGuarantee(lap), "lap")
+        charged.append(ledger.epsilon())
+    assert charged == pytest.approx([0.5, 1.0])

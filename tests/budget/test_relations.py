@@ -41,7 +41,9 @@ def test_the_converted_gaussian_curve_bounds_the_exact_replace_one_curve(sigma):
     event = dp_accounting.GaussianDpEvent(sigma)
     converted = relation_curve(event, FILTER_ORDERS, "add_remove", "replace_one")
     exact = np.asarray(rdp_curve(dp_accounting.GaussianDpEvent(sigma / 2), FILTER_ORDERS,
-                                 "replace_one"))
+                                 "add_remove"))
+    ledger = np.asarray(rdp_curve(event, FILTER_ORDERS, "replace_one"))  # the ledger's own reading
+    assert np.allclose(ledger, exact, rtol=1e-12)
     alphas = np.asarray(FILTER_ORDERS)
     assert np.all(converted >= exact * (1 - 1e-12))
     assert np.all(converted <= exact * (2 * alphas - 0.5) / (2 * alphas - 2) * (1 + 1e-9))
