@@ -83,3 +83,51 @@ def test_an_event_the_other_accountant_cannot_compose_is_refused_clearly():
         ledger.epsilon(accountant="pld")
     with pytest.raises(AccountingError, match="unknown accountant"):
         ledger.epsilon(accountant="moments")
+
+
+def test_a_laplace_states_its_sensitivity_under_each_relation():
+    """ε = Δ/b: Δ = 1 for an addition/removal (and a swap with the special record), Δ = 2 for a
+    replacement (one removal and one addition); no scale, no stated ε."""
+    for b in (0.5, 1.0, 4.0):
+        lap = dp_accounting.LaplaceDpEvent(b)
+        assert stated_privacy(lap, "add_remove") == (1 / b, 0.0)
+        assert stated_privacy(lap, "replace_special") == (1 / b, 0.0)
+        assert stated_privacy(lap, "replace_one") == (2 / b, 0.0)
+    assert stated_privacy(dp_accounting.LaplaceDpEvent(0.0), "add_remove") is None
+
+
+def test_randomized_response_states_its_epsilon_or_none():
+    """ε = log(1 + k(1 − p)/p) from the output law (1 − p + p/k on the truth, p/k elsewhere);
+    one bucket or p = 1 reveals nothing (ε = 0); p = 0 (no noise) states no finite ε."""
+    for p, k in ((0.3, 5), (0.9, 2), (0.5, 1000)):
+        rr = dp_accounting.RandomizedResponseDpEvent(p, k)
+        own, other = 1 - p + p / k, p / k
+        for relation in ("replace_one", "replace_special"):
+            eps, delta = stated_privacy(rr, relation)
+            assert eps == pytest.approx(math.log(own / other), rel=1e-12) and delta == 0.0
+    assert stated_privacy(dp_accounting.RandomizedResponseDpEvent(0.3, 1), "replace_one") == (0.0, 0.0)
+    assert stated_privacy(dp_accounting.RandomizedResponseDpEvent(1.0, 7), "replace_one") == (0.0, 0.0)
+    assert stated_privacy(dp_accounting.RandomizedResponseDpEvent(0.0, 5), "replace_one") is None
+
+
+def test_pure_and_approximate_events_state_their_relation_or_none():
+    pure, approx = DpGuarantee.pure(1.5).event, DpGuarantee.approximate(0.5, 1e-6).event
+    for relation in ("add_remove", "replace_one", "replace_special"):
+        assert stated_privacy(pure, relation) == (1.5, 0.0)
+        assert stated_privacy(approx, relation) == (0.5, 1e-6)
+    replace = DpGuarantee.pure(1.0, neighboring="replace_one").event
+    assert stated_privacy(replace, "add_remove") is None  # a replacement bound says nothing of removals
+    assert stated_privacy(replace, "replace_special") == (1.0, 0.0)
+
+
+def test_split_opens_every_group_in_order_and_multiplies_counts():
+    lap, gauss2 = dp_accounting.LaplaceDpEvent(2.0), dp_accounting.GaussianDpEvent(3.0)
+    groups = [(GAUSS, 3),
+              (dp_accounting.SelfComposedDpEvent(lap, 5), 2),
+              (dp_accounting.ComposedDpEvent([gauss2, DpGuarantee.approximate(0.25, 1e-7).event]), 4),
+              (dp_accounting.SelfComposedDpEvent(dp_accounting.ComposedDpEvent([gauss2, lap]), 3), 2)]
+    split = split_stated(groups, "add_remove")
+    assert split.epsilon == pytest.approx(10 * 0.5 + 4 * 0.25 + 6 * 0.5, rel=1e-15)
+    assert split.delta == pytest.approx(4e-7, rel=1e-15)
+    assert split.rest == [(GAUSS, 3), (gauss2, 4), (gauss2, 6)]
+    assert split_stated([(GAUSS, 2)], "add_remove") == (0.0, 0.0, [(GAUSS, 2)])
