@@ -2,66 +2,37 @@
 
 from __future__ import annotations
 
-import numpy as np
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-import dpkit
 from dpkit.accounting import Ledger
 from dpkit.contract.context import RunContext
 from dpkit.boundary.session import connector
 from dpkit.data.types import TextDataset, TextSplit
 from dpkit.contract.registry import Registry
 
-TOPICS = (("cat", "dog", "horse", "cow", "sheep", "bird", "fish", "mouse"),
-          ("car", "train", "plane", "bus", "truck", "boat", "bike", "ship"),
-          ("red", "blue", "green", "yellow", "black", "white", "brown", "pink"))
-FILLER = ("the", "a", "of", "and", "is", "in", "to", "it")
+sys.path.insert(0, str(Path(__file__).parent / "process"))  # a plain module: servers load it too
+from dped_tiny_corpora import (  # noqa: E402, F401 (make_texts: used by tests)
+    ProcessPublic,
+    ProcessTopics,
+    make_texts,
+    tiny_dataset,
+)
 
 
-def make_texts(n: int, seed: int, length: int = 40) -> tuple[list[str], list[int]]:
-    """Documents mixing filler words with words of one topic; returns texts and topic labels."""
-    rng = np.random.default_rng(seed)
-    texts, labels = [], []
-    for _ in range(n):
-        topic = int(rng.integers(len(TOPICS)))
-        words = [TOPICS[topic][rng.integers(8)] if rng.random() < 0.6 else FILLER[rng.integers(8)]
-                 for _ in range(length)]
-        texts.append(" ".join(words))
-        labels.append(topic)
-    return texts, labels
-
-
-def tiny_dataset(name: str, n_train: int, n_test: int, seed: int) -> TextDataset:
-    """A labelled tiny corpus with train and test splits."""
-    tr, ltr = make_texts(n_train, seed)
-    te, lte = make_texts(n_test, seed + 1)
-    return TextDataset(name, {"train": TextSplit(tr, ltr), "test": TextSplit(te, lte)},
-                       label_names=("animals", "vehicles", "colours"))
-
-
-class TinyPublic:
-    """Tiny public corpus source."""
+class TinyPublic(ProcessPublic):
+    """Tiny public corpus."""
 
     name = "tiny_public"
-    Params = dpkit.NoParams
-
-    def __init__(self, params):
-        self.params = params
-
-    def load(self) -> TextDataset:
-        """The corpus."""
-        return tiny_dataset("tiny_public", 80, 10, seed=100)
 
 
-class TinyTopics(TinyPublic):
+class TinyTopics(ProcessTopics):
     """Tiny labelled corpus for the topic-classification metric."""
 
     name = "tiny_topics"
-
-    def load(self) -> TextDataset:
-        """The corpus."""
-        return tiny_dataset("tiny_topics", 60, 30, seed=200)
 
 
 SMALL = {"public_data": "tiny_public", "topic_data": "tiny_topics", "vocab_size": 40,

@@ -1,5 +1,6 @@
-"""The DPED tests' tiny public and topic corpora as a plug-in module, so that a server in its own
-process can load them by name (the test puts this folder on ``sys.path``)."""
+"""The DPED tests' tiny generated corpora (``tests/plugins/dped/conftest.py`` imports them) and
+its public and topic corpora as a plug-in module, so that a server in its own process can load
+them by name (``test_process.py`` puts this folder on ``sys.path``)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,25 @@ TOPICS = (("cat", "dog", "horse", "cow", "sheep", "bird", "fish", "mouse"),
 FILLER = ("the", "a", "of", "and", "is", "in", "to", "it")
 
 
-def corpus(name: str, n_train: int, n_test: int, seed: int) -> TextDataset:
-    """Documents mixing filler words with the words of one topic, labelled by topic."""
-    splits = {}
-    for split, n, s in (("train", n_train, seed), ("test", n_test, seed + 1)):
-        rng = np.random.default_rng(s)
-        texts, labels = [], []
-        for _ in range(n):
-            topic = int(rng.integers(len(TOPICS)))
-            texts.append(" ".join(TOPICS[topic][rng.integers(8)] if rng.random() < 0.6
-                                  else FILLER[rng.integers(8)] for _ in range(40)))
-            labels.append(topic)
-        splits[split] = TextSplit(texts, labels)
-    return TextDataset(name, splits, label_names=("animals", "vehicles", "colours"))
+def make_texts(n: int, seed: int, length: int = 40) -> tuple[list[str], list[int]]:
+    """Documents mixing filler words with words of one topic; returns texts and topic labels."""
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for _ in range(n):
+        topic = int(rng.integers(len(TOPICS)))
+        words = [TOPICS[topic][rng.integers(8)] if rng.random() < 0.6 else FILLER[rng.integers(8)]
+                 for _ in range(length)]
+        texts.append(" ".join(words))
+        labels.append(topic)
+    return texts, labels
+
+
+def tiny_dataset(name: str, n_train: int, n_test: int, seed: int) -> TextDataset:
+    """A labelled tiny corpus with train and test splits."""
+    tr, ltr = make_texts(n_train, seed)
+    te, lte = make_texts(n_test, seed + 1)
+    return TextDataset(name, {"train": TextSplit(tr, ltr), "test": TextSplit(te, lte)},
+                       label_names=("animals", "vehicles", "colours"))
 
 
 class ProcessPublic:
@@ -41,7 +48,7 @@ class ProcessPublic:
 
     def load(self) -> TextDataset:
         """The corpus."""
-        return corpus(self.name, 80, 10, seed=100)
+        return tiny_dataset(self.name, 80, 10, seed=100)
 
 
 class ProcessTopics(ProcessPublic):
@@ -51,7 +58,7 @@ class ProcessTopics(ProcessPublic):
 
     def load(self) -> TextDataset:
         """The corpus."""
-        return corpus(self.name, 60, 30, seed=200)
+        return tiny_dataset(self.name, 60, 30, seed=200)
 
 
 @hookimpl
