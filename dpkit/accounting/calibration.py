@@ -17,6 +17,8 @@ from dpkit.base.errors import AccountingError
 LOWER_SIGMA = {"rdp": 1e-3, "pld": 2e-2}
 """Smallest noise multiplier searched (positive: σ = 0 has ε = ∞; PLD tables blow up near 0)."""
 MAX_NUDGES = 60
+MAX_HALVINGS = 1100
+"""Halving any positive float reaches the floor in fewer steps (the double exponent spans 2¹⁰⁷⁴)."""
 
 
 def _check_target(target_epsilon: float, delta: float) -> None:
@@ -39,11 +41,14 @@ def _bracket(epsilon: Callable[[float], float], target: float, start: float,
         raise AccountingError(f"no σ up to {hi:g} reaches ε={target:g}; the event's ε may not "
                               "decrease with σ")
     lo = hi / 2
-    while epsilon(lo) <= target:
+    for _ in range(MAX_HALVINGS):
+        if epsilon(lo) > target:
+            return lo, hi
         if lo <= floor:
             return floor
         hi, lo = lo, max(lo / 2, floor)
-    return lo, hi
+    raise AccountingError(f"no bracket for ε={target:g} between σ={floor:g} and {start:g}; the "
+                          "event's ε may not decrease with σ")
 
 
 def calibrate_noise(make_event: Callable[[float], dp_accounting.DpEvent], target_epsilon: float,

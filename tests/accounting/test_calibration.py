@@ -12,7 +12,7 @@ from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
 from dpkit.accounting import calibrate_gaussian, calibrate_noise, dpsgd_event, epsilon_of
-from dpkit.accounting.calibration import LOWER_SIGMA, _bracket
+from dpkit.accounting.calibration import LOWER_SIGMA, MAX_HALVINGS, _bracket
 from dpkit.base.errors import AccountingError
 
 REPLACE = NeighboringRelation.REPLACE_ONE
@@ -34,6 +34,29 @@ class Bounded:
 def test_bracket_search_ends(target):
     """Doubling up, walking down to the floor (ε(floor) = target included): a bounded search."""
     _bracket(Bounded(1.0), target, 1.0, 1e-3)
+
+
+def test_bracket_walks_down_to_a_zero_floor_and_stops():
+    """An ε met at every σ: halving from 1 reaches 0 in fewer than ``MAX_HALVINGS`` steps."""
+    assert _bracket(lambda sigma: 0.0, 1.0, 1.0, 0.0) == 0.0
+
+
+def test_bracket_that_never_reaches_its_floor_is_refused_not_searched_forever():
+    calls = []
+
+    def counted(sigma):
+        calls.append(sigma)
+        return 0.0
+
+    with pytest.raises(AccountingError, match="no bracket for ε=1 between σ=-1 and 1; the event's ε"):
+        _bracket(counted, 1.0, 1.0, -1.0)
+    assert len(calls) == MAX_HALVINGS + 1  # one up, then each halving once
+
+
+def test_bracket_brackets_the_target():
+    lo, hi = _bracket(Bounded(1.0), 3.0, 1.0, 1e-3)
+    assert 1.0 / lo > 3.0 >= 1.0 / hi
+    assert hi == 2 * lo
 
 
 @settings(max_examples=8, deadline=None)
