@@ -64,7 +64,8 @@ class Release:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 0:
             raise AccountingError(f"release {self.name!r}: count must be an integer ≥ 0, got "
                                   f"{self.count!r}")
-        if self.covers is not None and (not isinstance(self.covers, int) or self.covers < 0):
+        if self.covers is not None and (isinstance(self.covers, bool)
+                                        or not isinstance(self.covers, int) or self.covers < 0):
             raise AccountingError(f"release {self.name!r}: covers must be an integer ≥ 0, got "
                                   f"{self.covers!r}")
         if self.unit not in UNITS:

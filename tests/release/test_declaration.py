@@ -25,7 +25,7 @@ def test_a_release_refuses_what_cannot_be_counted_with_a_clear_message():
             "Release.uncovered(name, reason)", guarantee="eta")
     for count in (True, -1, 1.0, "2"):
         refused(f"release 'x': count must be an integer ≥ 0, got {count!r}", count=count)
-    for covers in (-1, 2.5):
+    for covers in (True, False, -1, 2.5):
         refused(f"release 'x': covers must be an integer ≥ 0, got {covers!r}", covers=covers)
     refused(f"release 'x': unit must be one of {UNITS}, got 'token'", unit="token")
     for unit in ("element", "send", "group"):
