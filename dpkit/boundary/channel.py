@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,21 +46,59 @@ def _serve(conn: Any, init: bytes, threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
+    scratch = private_temp_folder()
     try:
-        host = ServerHost(decode(init))
+        _answer(conn, init, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def private_temp_folder() -> str:
+    """A temp folder of this server's own (``$TMPDIR`` and :mod:`tempfile`'s): a confined server
+    cannot read the shared one."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="dpkit-server-")
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    return folder
+
+
+def _answer(conn: Any, init: bytes, scratch: str) -> None:
+    """Confine this process, build the host, then answer requests until the pipe closes."""
+    from dpkit.boundary.confine import confine_server
+
+    try:
+        payload = decode(init)
+        confinement = confine_server([scratch, *readable_before_confinement(payload)],
+                                     payload.get("confine"))
+        host = ServerHost(payload)
     except Exception as exc:  # reported to the client, which raises it
         import traceback
 
         conn.send_bytes(encode({"__error__": type(exc).__name__, "message": str(exc),
                                 "traceback": traceback.format_exc()}))
         return
-    conn.send_bytes(encode({"ready": True}))
+    conn.send_bytes(encode({"ready": True, "confinement": confinement}))
     while True:
         try:
             data = conn.recv_bytes()
         except (EOFError, OSError):
             return
         conn.send_bytes(host.handle(data))
+
+
+def readable_before_confinement(init: dict[str, Any]) -> list[str]:
+    """The server-artifact folder and the spec's public paths, created first where they are
+    folders the server fills (a confined server cannot read a folder made after it)."""
+    from pathlib import Path
+
+    from dpkit.base.cache import cache_root
+    from dpkit.boundary.confine import PUBLIC_CACHES
+
+    folders = [Path(init["artifacts"])] if init.get("artifacts") else []
+    for folder in [*folders, *(cache_root() / name for name in PUBLIC_CACHES)]:
+        folder.mkdir(parents=True, exist_ok=True)
+    return [*map(str, folders), *init.get("public_paths", [])]
 
 
 _PENDING: list[str] = []
@@ -88,13 +127,18 @@ class ProcessChannel:
     def __init__(self, init: dict[str, Any], preload: list[str] | None = None):
         import torch
 
+        from dpkit.boundary.confine import shield_client
+
+        shield_client()  # before the first server exists: no server can read this process
         ctx = _context(list(preload or []))
         self._conn, child = ctx.Pipe()
         self._process = ctx.Process(target=_serve, daemon=True, name="dpkit-server",
                                     args=(child, encode(init), torch.get_num_threads()))
         self._process.start()
         child.close()
-        raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+        ready = raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+        self.confinement: str = ready.get("confinement", "")
+        """How the server process is confined (``landlock ABI n``), or why it is not."""
 
     def _receive(self, timeout: float | None = None) -> bytes:
         waited = 0.0

@@ -81,7 +81,11 @@ class ServerHost:
                                "digests": {k: d.hexdigest() for k, d in self.digests.items()}})
             raise ValueError(f"unknown request {op!r}")
         except Exception as exc:  # the client re-raises it with the server's traceback
-            return encode({"__error__": type(exc).__name__, "message": str(exc),
+            message = str(exc)
+            if isinstance(exc, PermissionError):
+                message += (" (a server process reads only code, system folders and public inputs;"
+                            " see dpkit.boundary.confine)")
+            return encode({"__error__": type(exc).__name__, "message": message,
                            "traceback": traceback.format_exc()})
 
     def receive(self, request: dict[str, Any]) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 from dpkit.accounting.guarantees import NoGuarantee
 from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
+from dpkit.boundary.confine import confine_mode, public_paths
 from dpkit.boundary.host import server_class
 from dpkit.boundary.public import PrivateDataError, overlapping_records
 from dpkit.release.codec import decode, encode, raise_if_error
@@ -50,12 +51,15 @@ def privacy_of(ctx: Any) -> dict[str, Any]:
 def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
     """What the server process is built from: public things only (its seed is derived from the
     cell's, so it cannot regenerate the client's draws from it)."""
+    datasets = approved_datasets(defense, ctx)
     return {"defense": defense.name, "params": defense.params.model_dump(mode="json"),
-            "model": ctx.model_ref, "datasets": approved_datasets(defense, ctx),
+            "model": ctx.model_ref, "datasets": datasets,
             "seed": ctx.server_seed, "device": str(ctx.device), "privacy": privacy_of(ctx),
             "plugins": dict(getattr(ctx.registry, "modules", {})),
             "artifacts": str(ctx.cache_dir.parent / "server-artifacts"),
-            "record": bool(ctx.options.get("record_uploads"))}
+            "public_paths": public_paths((ctx.model_ref or {}).get("params"),
+                                         [d["params"] for d in datasets]),
+            "record": bool(ctx.options.get("record_uploads")), "confine": confine_mode()}
 
 
 def server_modules(defense: Any) -> list[str]:

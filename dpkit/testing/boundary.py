@@ -72,3 +72,19 @@ def recording_wire(*releases: Any, ledger: Any = None, answer: Any = None) -> tu
     wire = Wire(ledger, connect=lambda: channel)
     wire.declare(releases)
     return wire, channel
+
+
+def rows_by_method(spec_path: Any) -> dict[str, dict]:
+    """Run the spec at ``spec_path`` with the current plug-ins; each method's row as a dict, or
+    ``{"error": ...}`` for a cell that failed."""
+    from dpkit.contract.plugins import get_registry
+    from dpkit.runner import run_spec
+    from dpkit.spec import load_spec
+
+    registry = get_registry()
+    outcome = run_spec(load_spec(spec_path, registry=registry), show_progress=False,
+                       registry=registry)
+    rows = {row.method: row.to_dict() for row in outcome.rows}
+    for cell, error in outcome.failures:
+        rows[cell.method] = {"error": error}
+    return rows

@@ -16,10 +16,8 @@ import math
 
 import pytest
 
-from dpkit.contract.plugins import get_registry
 import dpkit.contract.plugins
-from dpkit.runner import run_spec
-from dpkit.spec import load_spec
+from dpkit.testing.boundary import rows_by_method
 
 LEAKS = ["leak_alias", "leak_count_zero", "leak_padding", "leak_companion", "leak_rows_mask",
          "leak_reply", "leak_truth", "leak_global", "leak_swap_wire", "leak_own_wire",
@@ -58,12 +56,7 @@ seeds: [0]
 device: cpu
 output: {tmp_path / name}
 """)
-    registry = get_registry()
-    outcome = run_spec(load_spec(path, registry=registry), show_progress=False, registry=registry)
-    out = {row.method: row.to_dict() for row in outcome.rows}
-    for cell, error in outcome.failures:
-        out[cell.method] = {"error": error}
-    return out
+    return rows_by_method(path)
 
 
 def test_every_way_around_the_boundary_is_refused_or_charged(tmp_path, leak_plugins):

@@ -1,0 +1,209 @@
+"""Confinement of a server process: it reads code and public inputs only, never the client.
+
+A process is not a boundary by itself: a child running as the client's user can read the client's
+memory (``/proc/<pid>/mem``) and every file that user can, the run's noise secret included. On
+Linux, dpkit closes both routes:
+
+* the client's process is made non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): no other process
+  without ``CAP_SYS_PTRACE`` can read its memory, its open files or its environment;
+* each server process drops every capability (so a root server gets no ``CAP_SYS_PTRACE``) and
+  sets ``no_new_privs``, then restricts itself with Landlock: it may **read** only the Python
+  installation, the imported packages' folders, the system folders (``/usr``, ``/etc``, ``/proc``,
+  ``/sys``, ``/dev`` …), dpkit's public caches and those of CUDA, Triton, torch and Hugging Face,
+  the server-artifact folder, a temp folder of its own and the files the spec's public components
+  name; it may make **no TCP connection** and, from Landlock ABI 6 on, reach no abstract Unix
+  socket and signal no process outside itself. The run's output folder
+  (results and noise secret), the client's artifacts, the budget store and ``/tmp`` stay
+  unreadable to it.
+
+Without Landlock (an older kernel, another OS) the server still runs, unconfined, and
+:func:`confine_server` says why. ``DPKIT_SERVER_CONFINE=off`` turns both measures off (debugging
+a server with a debugger or ``py-spy``); ``require`` refuses to start an unconfined server.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import site
+import sys
+import sysconfig
+from collections.abc import Iterable
+from pathlib import Path
+
+VARIABLE = "DPKIT_SERVER_CONFINE"
+MODES = ("auto", "off", "require")
+SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+                  "/dev", "/run/nvidia-persistenced")
+PUBLIC_CACHES = ("downloads", "sources", "converted", "shared", "locks")
+"""dpkit's caches of public data and models (not ``artifacts``: the client's, nor ``budget``)."""
+TOOL_CACHES = (".nv", ".triton", ".cache/torch", ".cache/huggingface")
+"""Caches of CUDA's JIT, Triton, torch and Hugging Face under the home folder (public code and
+weights)."""
+
+_PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 4, 38, 24
+_CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same on every architecture
+_RULE_PATH_BENEATH, _VERSION = 1, 1
+_READ_FILE, _READ_DIR = 1 << 2, 1 << 3
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def confine_mode() -> str:
+    """``auto`` (default), ``off`` or ``require``, from ``$DPKIT_SERVER_CONFINE``."""
+    mode = os.environ.get(VARIABLE, "auto")
+    if mode not in MODES:
+        raise ValueError(f"{VARIABLE} must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def shield_client() -> bool:
+    """Make this (the client's) process non-dumpable; True when done."""
+    libc = _libc()
+    if libc is None or confine_mode() == "off":
+        return False
+    return libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none)."""
+    libc = _libc()
+    if libc is None:
+        return 0
+    version = libc.syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_VERSION))
+    return max(int(version), 0)
+
+
+def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """The folders and files a server may read (see the module docstring)."""
+    from dpkit.base.cache import cache_root
+
+    roots = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots |= {Path(p) for p in sysconfig.get_paths().values()}
+    roots |= {Path(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    roots |= {Path(p) for p in SYSTEM_FOLDERS}
+    roots |= {cache_root() / name for name in PUBLIC_CACHES}
+    roots |= {Path.home() / name for name in TOOL_CACHES}
+    for module in list(sys.modules.values()):  # the imported packages' own folders
+        folders = getattr(module, "__path__", None)
+        if isinstance(folders, Iterable) and not isinstance(folders, (str, bytes)):
+            roots |= {Path(folder) for folder in folders if isinstance(folder, str)}
+        elif isinstance(file := getattr(module, "__file__", None), str):
+            roots.add(Path(file))
+    roots |= {Path(p) for p in extra}
+    return sorted(p for p in roots if p.exists())
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    for cap in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails harmlessly past the last capability
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(_CapHeader(0x20080522, 0)), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def _landlock(libc: ctypes.CDLL, abi: int, roots: list[Path]) -> None:
+    attr = _RulesetAttr(_READ_FILE | _READ_DIR,
+                        _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
+    ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        for root in roots:
+            fd = os.open(root, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = _PathBeneath(_READ_FILE | (_READ_DIR if root.is_dir() else 0), fd)
+                if libc.syscall(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {root}")
+            finally:
+                os.close(fd)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if libc.syscall(_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
+def confine_server(extra_roots: Iterable[str | os.PathLike] = (), mode: str | None = None) -> str:
+    """Confine this (a server's) process; returns how (``landlock ABI n``) or why not. ``mode``
+    is the client's :func:`confine_mode` (default: this process's)."""
+    mode = mode or confine_mode()
+    if mode == "off":
+        return f"unconfined: {VARIABLE}=off"
+    libc = _libc()
+    abi = landlock_abi()
+    if libc is None or abi == 0:
+        reason = f"unconfined: no Landlock on this system ({sys.platform})"
+        if mode == "require":
+            raise RuntimeError(f"{reason}, and {VARIABLE}=require; use a Linux kernel ≥ 5.13 "
+                               "with Landlock enabled, or set it to auto")
+        return reason
+    _drop_capabilities(libc)
+    _landlock(libc, abi, readable_roots(extra_roots))
+    return f"landlock ABI {abi}"
+
+
+def _too_broad(path: Path) -> bool:
+    """A folder holding the working directory, the home, dpkit's caches or the temp root."""
+    import tempfile
+
+    from dpkit.base.cache import cache_root
+
+    guarded = [Path.cwd(), Path.home(), cache_root(), Path(tempfile.gettempdir())]
+    return path.is_dir() and any(g.resolve().is_relative_to(path) for g in guarded)
+
+
+def public_paths(*params: object) -> list[str]:
+    """Existing files and folders named by string values in ``params`` (the spec's model and the
+    approved public datasets: a local model folder, a local public corpus), for the server's
+    readable roots; never a folder that holds the working directory, the home, dpkit's caches or
+    the temp root, nor a dpkit secret."""
+    found: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, (str, os.PathLike)) and 0 < len(str(value)) < 4096:
+            try:
+                path = Path(value).expanduser().resolve()
+                if path.exists() and not path.name.startswith(".dpkit") and not _too_broad(path):
+                    found.append(str(path))
+            except OSError:
+                pass
+
+    for value in params:
+        walk(value)
+    return found

@@ -1,0 +1,180 @@
+"""Leaks around the process boundary rather than through it: files, the client's memory, secrets.
+
+Each defense here sends the toy plug-in's honest noisy rows (a finite ledger entry), like those of
+:mod:`dpkit.testing.adversaries`, and then asks its server to fetch the raw rows by a route the
+wire never sees: a file the client wrote in the temp folder, the client process's memory read
+through ``/proc/<pid>/mem``, or the run's noise secret read from the output folder (with it, a
+server that knows dpkit regenerates the release noise and subtracts it). A confined server
+(:mod:`dpkit.boundary.confine`) must fail each with a clear error; with
+``DPKIT_SERVER_CONFINE=off`` each succeeds, which shows the attempts are real. Load with
+``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries,sides=dpkit.testing.side_channels``.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from dpkit.contract.hookspecs import hookimpl
+from dpkit.contract.params import Params
+from dpkit.contract.protocols import DefenseResult
+from dpkit.contract.server import Message, handles
+from dpkit.release.view import ServerView
+from dpkit.runner.secret import FILE as SECRET_FILE
+from dpkit.testing.adversaries import LeakServer, _Leak
+
+_HELD: list[bytes] = []
+"""What the memory leak keeps alive in the client while its server searches for it."""
+
+
+def _marker() -> bytes:
+    return b"-".join([b"dpkit", b"side", b"channel", b"rows"])  # never a constant of this module
+
+
+def drop_file(client_pid: int) -> Path:
+    """Where the file leak's client writes the raw rows."""
+    return Path("/tmp") / f"dpkit-side-channel-{os.getuid()}-{client_pid}.pt"
+
+
+def client_pid() -> int:
+    """The client's process id, seen from its server (the parent of the fork server)."""
+    fields = Path(f"/proc/{os.getppid()}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1])
+
+
+class LeakFile(_Leak):
+    """Writes the raw rows to a file in the temp folder, which its server reads."""
+
+    name = "leak_file"
+
+    def leak(self, ctx, raw, noisy):
+        """Save, then ask the server to read."""
+        path = drop_file(os.getpid())
+        torch.save(raw.cpu(), path)
+        try:
+            ctx.wire.send("read_file")
+        finally:
+            path.unlink(missing_ok=True)
+
+
+class LeakClientMemory(_Leak):
+    """Keeps the raw rows behind a marker in its own memory; its server reads that memory."""
+
+    name = "leak_client_memory"
+
+    def leak(self, ctx, raw, noisy):
+        """Hold the rows, ask the server to search."""
+        rows = raw.detach().cpu().float().contiguous()
+        _HELD.append(_marker() + struct.pack("<qq", *rows.shape) + rows.numpy().tobytes())
+        try:
+            ctx.wire.send("read_client_memory")
+        finally:
+            _HELD.clear()
+
+
+class LeakNoiseSecret(_Leak):
+    """Its server reads the run's noise secret from the output folder (a public path)."""
+
+    name = "leak_noise_secret"
+
+    class Params(_Leak.Params):
+        """The toy's params and the run's output folder."""
+
+        out: str = ""
+
+    def run(self, ctx: Any) -> DefenseResult:
+        """The honest run; the truth also holds the run's secret, for scoring only."""
+        result = super().run(ctx)
+        secret = (ctx.noise_secret or "").split("/")[0]
+        return DefenseResult(result.metrics, truth={**result.truth, "secret": secret})
+
+    def leak(self, ctx, raw, noisy):
+        """Ask the server to read it."""
+        ctx.wire.send("read_secret")
+
+
+class SideChannelServer(LeakServer):
+    """Fetches what its client left outside the wire."""
+
+    @handles("read_file")
+    def read_file(self, message: Message) -> None:
+        """Load the client's file."""
+        self.observe("file", torch.load(drop_file(client_pid()), weights_only=True))
+
+    @handles("read_client_memory")
+    def read_client_memory(self, message: Message) -> None:
+        """Search the client's writable memory for the marker; keep the rows after it."""
+        pid, marker = client_pid(), _marker()
+        with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as memory:
+            for line in maps:
+                span, perms = line.split()[:2]
+                start, end = (int(x, 16) for x in span.split("-"))
+                if not perms.startswith("rw") or end - start > 1 << 30:
+                    continue
+                try:
+                    memory.seek(start)
+                    blob = memory.read(end - start)
+                except OSError:
+                    continue
+                at = blob.find(marker)
+                while at >= 0:
+                    n, d = struct.unpack_from("<qq", blob, at + len(marker))
+                    body = blob[at + len(marker) + 16: at + len(marker) + 16 + 4 * n * d]
+                    if 0 < n < 1 << 20 and 0 < d < 1 << 16 and len(body) == 4 * n * d:
+                        rows = np.frombuffer(body, dtype=np.float32).reshape(n, d)
+                        self.observe("client_memory", torch.from_numpy(rows.copy()))
+                        return
+                    at = blob.find(marker, at + 1)
+
+    @handles("read_secret")
+    def read_secret(self, message: Message) -> None:
+        """Read the noise secret of the run's output folder."""
+        out: str = self.params.out  # type: ignore[attr-defined]
+        text = (Path(out) / SECRET_FILE).read_text().strip()
+        self.observe("secret", torch.tensor(list(text.encode()), dtype=torch.uint8))
+
+
+SIDE_CHANNELS: tuple[type[_Leak], ...] = (LeakFile, LeakClientMemory, LeakNoiseSecret)
+for _side in SIDE_CHANNELS:
+    _side.server = SideChannelServer  # type: ignore[attr-defined]
+
+
+class SecretProbe:
+    """Runs where the server is: whether the server holds the run's noise secret."""
+
+    name = "secret_probe"
+    requires: ClassVar[tuple[str, ...]] = ("secret",)
+
+    class Params(Params):
+        """No parameters."""
+
+    def __init__(self, params: Any):
+        self.params = params
+
+    def run(self, view: ServerView, ctx: Any) -> dict[str, Any]:
+        """The secret the server read, if any."""
+        held = view.observed.get("secret")
+        return {"secret": bytes(held.tolist()).decode() if held is not None else ""}
+
+    def score(self, guesses: dict[str, Any], truth: dict) -> dict[str, float]:
+        """``secret_found``: 1 when the server holds the run's secret."""
+        return {"secret_found": float(bool(truth.get("secret"))
+                                      and guesses["secret"] == truth["secret"])}
+
+
+@hookimpl
+def dpkit_register_defenses(register):
+    """The side-channel leaks."""
+    for cls in SIDE_CHANNELS:
+        register(cls)
+
+
+@hookimpl
+def dpkit_register_attacks(register):
+    """The secret probe."""
+    register(SecretProbe)
