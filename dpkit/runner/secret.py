@@ -25,7 +25,8 @@ def noise_secret(out: Path, renew: bool = False) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_hex(32)
     tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)  # a file left there keeps its mode: never write the secret into it
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(value + "\n")
     tmp.replace(path)
