@@ -8,7 +8,8 @@ Linux, dpkit closes both routes:
   without ``CAP_SYS_PTRACE`` can read its memory, its open files or its environment;
 * each server process drops every capability (so a root server gets no ``CAP_SYS_PTRACE``) and
   sets ``no_new_privs``, then restricts itself with Landlock: it may **read** only the Python
-  installation, the imported packages' folders, the system folders (``/usr``, ``/etc``, ``/proc``,
+  installation, the imported packages' folders and ``sys.path`` (less any folder holding the
+  working directory, the home, dpkit's caches or the temp root), the system folders (``/usr``, ``/etc``, ``/proc``,
   ``/sys``, ``/dev`` …), dpkit's public caches and those of CUDA, Triton, torch and Hugging Face,
   the server-artifact folder, a temp folder of its own and the files the spec's public components
   name; it may make **no TCP connection** and, from Landlock ABI 6 on, reach no abstract Unix
@@ -116,6 +117,7 @@ def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
             roots |= {Path(folder) for folder in folders if isinstance(folder, str)}
         elif isinstance(file := getattr(module, "__file__", None), str):
             roots.add(Path(file))
+    roots |= {Path(p) for p in sys.path if p and not _too_broad(Path(p).resolve())}
     roots |= {Path(p) for p in extra}
     return sorted(p for p in roots if p.exists())
 
