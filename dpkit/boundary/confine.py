@@ -41,7 +41,9 @@ PUBLIC_CACHES = ("downloads", "sources", "converted", "shared", "locks")
 """dpkit's caches of public data and models (not ``artifacts``: the client's, nor ``budget``)."""
 TOOL_CACHES = (".nv", ".triton", ".cache/torch", ".cache/huggingface")
 """Caches of CUDA's JIT, Triton, torch and Hugging Face under the home folder (public code and
-weights)."""
+weights), and the variables that move them."""
+TOOL_CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "TORCH_HOME", "TRITON_CACHE_DIR",
+                        "CUDA_CACHE_PATH")
 
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 4, 38, 24
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same on every architecture
@@ -111,6 +113,7 @@ def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
     roots |= {Path(p) for p in SYSTEM_FOLDERS}
     roots |= {cache_root() / name for name in PUBLIC_CACHES}
     roots |= {Path.home() / name for name in TOOL_CACHES}
+    roots |= {Path(os.environ[v]) for v in TOOL_CACHE_VARIABLES if os.environ.get(v)}
     for module in list(sys.modules.values()):  # the imported packages' own folders
         folders = getattr(module, "__path__", None)
         if isinstance(folders, Iterable) and not isinstance(folders, (str, bytes)):
