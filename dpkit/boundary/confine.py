@@ -122,7 +122,11 @@ def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
             roots.add(Path(file))
     roots |= {Path(p) for p in sys.path if p and not _too_broad(Path(p).resolve())}
     roots |= {Path(p) for p in extra}
-    return sorted(p for p in roots if p.exists())
+    kept: list[Path] = []  # sorted by parts, a folder's contents follow it: drop what it holds
+    for path in sorted((p for p in roots if p.exists()), key=lambda p: p.parts):
+        if not (kept and path.is_relative_to(kept[-1])):
+            kept.append(path)
+    return kept
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:
