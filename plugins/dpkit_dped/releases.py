@@ -46,14 +46,10 @@ def as_release(name: str, spend: tuple, *, unit: str = "row", covers: int | None
 
 def query_releases(plan) -> list[Release]:
     """The releases of a DPED / PATE noise plan (:class:`dpkit_dped.privacy.NoisePlan`), one per
-    planned spend and in the same order (the noiseless plan: one ∞ entry per channel)."""
+    planned spend and in the same order. Every valid plan has a threshold entry (noisy, or ∞ when
+    faithful or noiseless) and an answers entry, and a hidden one when it plans hidden means."""
     spends = plan.spends()
-    hidden = plan.sigma_hidden is not None
-    if plan.noiseless:  # one ∞ entry per channel
-        names = [THRESHOLD, ANSWERS] + ([HIDDEN] if hidden else [])
-        return [as_release(name, spend) for name, spend in zip(names, spends)]
-    names = ([THRESHOLD] if plan.faithful or plan.sigma_threshold is not None else []) + [ANSWERS]
-    names += [HIDDEN] if hidden else []
+    names = [THRESHOLD, ANSWERS] + ([HIDDEN] if plan.sigma_hidden is not None else [])
     if len(names) != len(spends):
         raise ValueError(f"a DPED noise plan with {len(spends)} spends cannot name its channels "
                          f"{names}: NoisePlan.spends() and query_releases() disagree")

@@ -144,3 +144,65 @@ def test_dpsgd_floor_trains_on_public_documents_and_spends_nothing(make_ctx, mon
     assert n_floor == len(setup.public_texts) and n_private == len(setup.private_texts)
     assert z_floor == z_private  # the private run's noise multiplier, on public documents
     assert q_floor * n_floor == pytest.approx(q_private * n_private)  # same expected batch
+
+
+# DPED's and PATE's plan, planned spends and declarations (the fast tests mutation.toml lists)
+
+def test_a_run_takes_delta_and_accountant_from_its_privacy_settings_else_its_ledger():
+    from dpkit_dped.defenses import privacy_settings
+
+    stated = SimpleNamespace(privacy=SimpleNamespace(delta="1e-7", accountant="pld"),
+                             ledger=Ledger(1e-6, "rdp"))
+    assert privacy_settings(stated) == (1e-7, "pld")
+    assert privacy_settings(SimpleNamespace(privacy=None, ledger=Ledger(1e-6, "pld"))) == (1e-6, "pld")
+    assert privacy_settings(SimpleNamespace(privacy=None, ledger=object())) == (1e-5, "rdp")
+
+
+def test_record_puts_every_planned_spend_on_the_ledger():
+    from dpkit_dped.defenses import DpedDefense, record
+
+    defense = DpedDefense(DpedDefense.Params.model_validate(TEACHER))
+    spends = defense.planned_spends(SimpleNamespace(delta=1e-5, accountant="rdp"))
+    ctx = SimpleNamespace(ledger=Ledger(1e-5, "rdp"))
+    record(ctx, spends)
+    assert [(s.guarantee, s.label, s.count) for s in ctx.ledger.spends] == spends
+    assert 0.98 * 2.0 <= ctx.ledger.epsilon() <= 2.0  # TEACHER's target ε
+
+
+@pytest.mark.parametrize("name", ["dped", "dped_pate"])
+def test_the_plan_is_calibrated_once_per_delta_and_accountant(name, monkeypatch):
+    import dpkit_dped.defenses as defenses
+
+    calls = []
+    monkeypatch.setattr(defenses, "calibrate", lambda *args: calls.append(args) or object())
+    cls = {"dped": defenses.DpedDefense, "dped_pate": defenses.DpedPate}[name]
+    defense = cls(cls.Params.model_validate(TEACHER))
+    keys = [(1e-5, "rdp"), (1e-7, "rdp"), (1e-5, "pld"), (1e-5, "rdp"), (1e-7, "rdp")]
+    plans = [defense.noise_plan(*key) for key in keys]
+    assert calls == [(defense.params, name == "dped", *key) for key in keys[:3]]
+    assert len({id(p) for p in plans[:3]}) == 3 and plans[3:] == [plans[0], plans[1]]
+
+
+@pytest.mark.parametrize("name", ["dped", "dped_pate"])
+def test_the_planned_spends_and_declared_releases_are_the_plan_at_the_runs_settings(name):
+    """At δ = 1e-8 the plan spends the target at that δ, and the run declares exactly those
+    entries (not the plan of another δ or accountant)."""
+    from dpkit_dped.defenses import DpedDefense, DpedPate
+    from dpkit_dped.plans import calibrate
+
+    cls = {"dped": DpedDefense, "dped_pate": DpedPate}[name]
+    defense = cls(cls.Params.model_validate(TEACHER))
+    privacy = SimpleNamespace(delta=1e-8, accountant="rdp")
+    spends = defense.planned_spends(privacy)
+    assert spends == calibrate(defense.params, name == "dped", 1e-8, "rdp").spends()
+    ledger = Ledger(1e-8, "rdp")
+    for guarantee, label, count in spends:
+        ledger.spend(guarantee, label=label, count=count)
+    assert 0.98 * 2.0 <= ledger.epsilon() <= 2.0
+    assert len(spends) == (3 if name == "dped" else 2)
+    for ctx in (SimpleNamespace(privacy=privacy, ledger=Ledger(1e-5, "rdp")),
+                SimpleNamespace(privacy=None, ledger=Ledger(1e-8, "rdp"))):
+        releases = defense.releases(ctx)
+        assert [(r.guarantee, r.label, r.count) for r in releases] == spends
+        assert [r.name for r in releases] == (["threshold", "answers"]
+                                              + (["hidden_means"] if name == "dped" else []))
