@@ -69,7 +69,8 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
 
     try:
         payload = decode(init)
-        confinement = confine_server([scratch, *readable_before_confinement(payload)],
+        artifacts = server_artifacts(payload)
+        confinement = confine_server(payload.get("public_paths", []), [scratch, *artifacts],
                                      payload.get("confine"))
         host = ServerHost(payload)
     except Exception as exc:  # reported to the client, which raises it
@@ -87,9 +88,9 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
         conn.send_bytes(host.handle(data))
 
 
-def readable_before_confinement(init: dict[str, Any]) -> list[str]:
-    """The server-artifact folder and the spec's public paths, created first where they are
-    folders the server fills (a confined server cannot read a folder made after it)."""
+def server_artifacts(init: dict[str, Any]) -> list[str]:
+    """The server-artifact folder, made here with dpkit's public caches (a confined server
+    cannot use a folder made after its rules)."""
     from pathlib import Path
 
     from dpkit.base.cache import cache_root
@@ -98,7 +99,7 @@ def readable_before_confinement(init: dict[str, Any]) -> list[str]:
     folders = [Path(init["artifacts"])] if init.get("artifacts") else []
     for folder in [*folders, *(cache_root() / name for name in PUBLIC_CACHES)]:
         folder.mkdir(parents=True, exist_ok=True)
-    return [*map(str, folders), *init.get("public_paths", [])]
+    return [str(folder) for folder in folders]
 
 
 _PENDING: list[str] = []

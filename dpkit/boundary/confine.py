@@ -7,7 +7,10 @@ Linux, dpkit closes both routes:
 * the client's process is made non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): no other process
   without ``CAP_SYS_PTRACE`` can read its memory, its open files or its environment;
 * each server process drops every capability (so a root server gets no ``CAP_SYS_PTRACE``) and
-  sets ``no_new_privs``, then restricts itself with Landlock: it may **read** only the Python
+  sets ``no_new_privs``, then restricts itself with Landlock: it may **write** only in ``/dev``,
+  the public and tool caches, its own temp folder and the server-artifact folder (so it cannot
+  replace the run's noise secret, the client's artifacts or the budget store), and **read**
+  those and only the Python
   installation, the imported packages' folders and ``sys.path`` (less any folder holding the
   working directory, the home, dpkit's caches or the temp root), the system folders (``/usr``, ``/etc``, ``/proc``,
   ``/sys``, ``/dev`` …), dpkit's public caches and those of CUDA, Triton, torch and Hugging Face,
@@ -36,7 +39,7 @@ from pathlib import Path
 VARIABLE = "DPKIT_SERVER_CONFINE"
 MODES = ("auto", "off", "require")
 SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
-                  "/dev", "/run/nvidia-persistenced")
+                  "/run/nvidia-persistenced")
 PUBLIC_CACHES = ("downloads", "sources", "converted", "shared", "locks")
 """dpkit's caches of public data and models (not ``artifacts``: the client's, nor ``budget``)."""
 TOOL_CACHES = (".nv", ".triton", ".cache/torch", ".cache/huggingface")
@@ -48,7 +51,9 @@ TOOL_CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "TORCH_HOME", "TRITON_CACHE_D
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 4, 38, 24
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same on every architecture
 _RULE_PATH_BENEATH, _VERSION = 1, 1
-_READ_FILE, _READ_DIR = 1 << 2, 1 << 3
+_WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 1, 1 << 2, 1 << 3
+_MAKE_AND_REMOVE = sum(1 << bit for bit in range(4, 13))  # remove dir/file, make char … symlink
+_REFER, _TRUNCATE = 1 << 13, 1 << 14
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2
 
@@ -103,17 +108,34 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
-    """The folders and files a server may read (see the module docstring)."""
+def writable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """The folders a server may write (and read): ``/dev``, the public and tool caches, and
+    ``extra`` (its temp folder, the server-artifact folder). Not the output folder, whose noise
+    secret a server could otherwise replace with one it knows, nor the budget store."""
     from dpkit.base.cache import cache_root
 
+    roots = {Path("/dev"), *(cache_root() / name for name in PUBLIC_CACHES)}
+    roots |= {Path.home() / name for name in TOOL_CACHES}
+    roots |= {Path(os.environ[v]) for v in TOOL_CACHE_VARIABLES if os.environ.get(v)}
+    return _outermost({*roots, *map(Path, extra)})
+
+
+def _outermost(roots: Iterable[Path]) -> list[Path]:
+    """The existing ``roots`` that lie in no other (a rule for a folder covers what it holds)."""
+    kept: list[Path] = []  # sorted by parts, a folder's contents follow it
+    for path in sorted((p for p in roots if p.exists()), key=lambda p: p.parts):
+        if not (kept and path.is_relative_to(kept[-1])):
+            kept.append(path)
+    return kept
+
+
+def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """The folders and files a server may read, besides :func:`writable_roots` (see the module
+    docstring)."""
     roots = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     roots |= {Path(p) for p in sysconfig.get_paths().values()}
     roots |= {Path(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
     roots |= {Path(p) for p in SYSTEM_FOLDERS}
-    roots |= {cache_root() / name for name in PUBLIC_CACHES}
-    roots |= {Path.home() / name for name in TOOL_CACHES}
-    roots |= {Path(os.environ[v]) for v in TOOL_CACHE_VARIABLES if os.environ.get(v)}
     for module in list(sys.modules.values()):  # the imported packages' own folders
         folders = getattr(module, "__path__", None)
         if isinstance(folders, Iterable) and not isinstance(folders, (str, bytes)):
@@ -122,11 +144,7 @@ def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
             roots.add(Path(file))
     roots |= {Path(p) for p in sys.path if p and not _too_broad(Path(p).resolve())}
     roots |= {Path(p) for p in extra}
-    kept: list[Path] = []  # sorted by parts, a folder's contents follow it: drop what it holds
-    for path in sorted((p for p in roots if p.exists()), key=lambda p: p.parts):
-        if not (kept and path.is_relative_to(kept[-1])):
-            kept.append(path)
-    return kept
+    return _outermost(roots)
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:
@@ -137,8 +155,10 @@ def _drop_capabilities(libc: ctypes.CDLL) -> None:
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def _landlock(libc: ctypes.CDLL, abi: int, roots: list[Path]) -> None:
-    attr = _RulesetAttr(_READ_FILE | _READ_DIR,
+def _landlock(libc: ctypes.CDLL, abi: int, readable: list[Path], writable: list[Path]) -> None:
+    write = (_WRITE_FILE | _MAKE_AND_REMOVE | (_REFER if abi >= 2 else 0)
+             | (_TRUNCATE if abi >= 3 else 0))
+    attr = _RulesetAttr(_READ_FILE | _READ_DIR | write,
                         _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
@@ -146,10 +166,13 @@ def _landlock(libc: ctypes.CDLL, abi: int, roots: list[Path]) -> None:
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
-        for root in roots:
+        file_rights = _READ_FILE | _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
+        rules = [(root, _READ_FILE | _READ_DIR) for root in readable]
+        rules += [(root, _READ_FILE | _READ_DIR | write) for root in writable]
+        for root, rights in rules:
             fd = os.open(root, os.O_PATH | os.O_CLOEXEC)
             try:
-                rule = _PathBeneath(_READ_FILE | (_READ_DIR if root.is_dir() else 0), fd)
+                rule = _PathBeneath(rights if root.is_dir() else rights & file_rights, fd)
                 if libc.syscall(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
                     raise OSError(ctypes.get_errno(), f"landlock_add_rule {root}")
             finally:
@@ -162,9 +185,11 @@ def _landlock(libc: ctypes.CDLL, abi: int, roots: list[Path]) -> None:
         os.close(ruleset)
 
 
-def confine_server(extra_roots: Iterable[str | os.PathLike] = (), mode: str | None = None) -> str:
-    """Confine this (a server's) process; returns how (``landlock ABI n``) or why not. ``mode``
-    is the client's :func:`confine_mode` (default: this process's)."""
+def confine_server(readable: Iterable[str | os.PathLike] = (),
+                   writable: Iterable[str | os.PathLike] = (), mode: str | None = None) -> str:
+    """Confine this (a server's) process; returns how (``landlock ABI n``) or why not.
+    ``readable`` and ``writable`` add to :func:`readable_roots` and :func:`writable_roots`;
+    ``mode`` is the client's :func:`confine_mode` (default: this process's)."""
     mode = mode or confine_mode()
     if mode == "off":
         return f"unconfined: {VARIABLE}=off"
@@ -177,7 +202,7 @@ def confine_server(extra_roots: Iterable[str | os.PathLike] = (), mode: str | No
                                "with Landlock enabled, or set it to auto")
         return reason
     _drop_capabilities(libc)
-    _landlock(libc, abi, readable_roots(extra_roots))
+    _landlock(libc, abi, readable_roots(readable), writable_roots(writable))
     return f"landlock ABI {abi}"
 
 

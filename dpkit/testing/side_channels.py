@@ -4,7 +4,8 @@ Each defense here sends the toy plug-in's honest noisy rows (a finite ledger ent
 :mod:`dpkit.testing.adversaries`, and then asks its server to fetch the raw rows by a route the
 wire never sees: a file the client wrote in the temp folder, the client process's memory read
 through ``/proc/<pid>/mem``, or the run's noise secret read from the output folder (with it, a
-server that knows dpkit regenerates the release noise and subtracts it). A confined server
+server that knows dpkit regenerates the release noise and subtracts it) or replaced there with one
+the server knows. A confined server
 (:mod:`dpkit.boundary.confine`) must fail each with a clear error; with
 ``DPKIT_SERVER_CONFINE=off`` each succeeds, which shows the attempts are real. Load with
 ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries,sides=dpkit.testing.side_channels``.
@@ -98,6 +99,21 @@ class LeakNoiseSecret(_Leak):
         ctx.wire.send("read_secret")
 
 
+class LeakReplaceSecret(LeakNoiseSecret):
+    """Its server replaces the run's noise secret with one it knows (a resumed run would draw
+    its release noise from it)."""
+
+    name = "leak_replace_secret"
+
+    def leak(self, ctx, raw, noisy):
+        """Ask the server to write it."""
+        ctx.wire.send("replace_secret")
+
+
+KNOWN_SECRET = "0" * 64
+"""What :class:`LeakReplaceSecret`'s server writes as the run's secret."""
+
+
 class SideChannelServer(LeakServer):
     """Fetches what its client left outside the wire."""
 
@@ -138,8 +154,15 @@ class SideChannelServer(LeakServer):
         text = (Path(out) / SECRET_FILE).read_text().strip()
         self.observe("secret", torch.tensor(list(text.encode()), dtype=torch.uint8))
 
+    @handles("replace_secret")
+    def replace_secret(self, message: Message) -> None:
+        """Overwrite the noise secret of the run's output folder with :data:`KNOWN_SECRET`."""
+        out: str = self.params.out  # type: ignore[attr-defined]
+        (Path(out) / SECRET_FILE).write_text(KNOWN_SECRET + "\n")
 
-SIDE_CHANNELS: tuple[type[_Leak], ...] = (LeakFile, LeakClientMemory, LeakNoiseSecret)
+
+SIDE_CHANNELS: tuple[type[_Leak], ...] = (LeakFile, LeakClientMemory, LeakNoiseSecret,
+                                          LeakReplaceSecret)
 for _side in SIDE_CHANNELS:
     _side.server = SideChannelServer  # type: ignore[attr-defined]
 

@@ -1,5 +1,5 @@
-"""What a confined server may read: code, system folders and public inputs — never the client's
-places (output folder, artifacts, budget store, the shared temp folder)."""
+"""What a confined server may read (code, system folders, public inputs) and write (public caches)
+— never the client's places (output folder, artifacts, budget store, the shared temp folder)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dpkit.boundary.confine import confine_mode, public_paths, readable_roots
+from dpkit.boundary.confine import confine_mode, public_paths, readable_roots, writable_roots
 
 
 def _reaches(roots: list[Path], place: Path) -> bool:
@@ -21,9 +21,11 @@ def test_the_client_places_are_outside_every_readable_root(tmp_path, monkeypatch
         (tmp_path / "cache" / name).mkdir(parents=True)
     out = tmp_path / "runs" / "spec"
     out.mkdir(parents=True)
-    roots = readable_roots()
-    assert _reaches(roots, tmp_path / "cache" / "downloads")
+    writable = writable_roots()
+    roots = readable_roots() + writable
+    assert _reaches(writable, tmp_path / "cache" / "downloads")
     assert _reaches(roots, Path(__import__("dpkit").__file__))
+    assert not _reaches(writable, Path(__import__("dpkit").__file__))
     for private in (tmp_path / "cache" / "artifacts", tmp_path / "cache" / "budget", out,
                     Path("/tmp")):
         assert not _reaches(roots, private), private

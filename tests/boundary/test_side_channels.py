@@ -14,8 +14,10 @@ import pytest
 import dpkit.contract.plugins
 from dpkit.testing.boundary import rows_by_method
 from dpkit.boundary.confine import landlock_abi
+from dpkit.testing.side_channels import KNOWN_SECRET
 
-SIDE_CHANNELS = ["leak_file", "leak_client_memory", "leak_noise_secret"]
+SIDE_CHANNELS = ["leak_file", "leak_client_memory", "leak_noise_secret", "leak_replace_secret"]
+WITH_OUT = {"leak_noise_secret", "leak_replace_secret"}
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or landlock_abi() == 0,
                                 reason="server confinement needs Linux with Landlock")
@@ -36,7 +38,7 @@ def side_plugins(monkeypatch):
 def _run(tmp_path, name: str) -> dict[str, dict]:
     out = tmp_path / name
     methods = "".join(f"\n  - {{name: {m}, params: {{out: '{out}'}}}}"
-                      if m == "leak_noise_secret" else f"\n  - {{name: {m}}}"
+                      if m in WITH_OUT else f"\n  - {{name: {m}}}"
                       for m in SIDE_CHANNELS)
     path = tmp_path / f"{name}.yaml"
     path.write_text(f"""name: {name}
@@ -67,6 +69,7 @@ def _client_memory_readable_unconfined() -> bool:
 
 def test_a_confined_server_reaches_no_file_no_client_memory_no_secret(tmp_path, side_plugins):
     rows = _run(tmp_path, "confined")
+    assert (tmp_path / "confined" / ".dpkit-noise-secret").read_text().strip() != KNOWN_SECRET
     honest = rows["toy_noise"]
     assert math.isfinite(honest["privacy"]["epsilon"]) and honest["metrics"]["raw_found"] == 0.0
     for leak in SIDE_CHANNELS:
@@ -81,6 +84,7 @@ def test_control_unconfined_each_route_reaches_the_private_rows(tmp_path, side_p
     rows = _run(tmp_path, "unconfined")
     assert rows["leak_file"]["metrics"]["raw_found"] == 1.0
     assert rows["leak_noise_secret"]["metrics"]["secret_found"] == 1.0
+    assert (tmp_path / "unconfined" / ".dpkit-noise-secret").read_text().strip() == KNOWN_SECRET
     if _client_memory_readable_unconfined():
         assert rows["leak_client_memory"]["metrics"]["raw_found"] == 1.0
     for leak in SIDE_CHANNELS:  # the wire saw only the honest release
