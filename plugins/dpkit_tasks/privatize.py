@@ -49,6 +49,18 @@ def padded(rows: torch.Tensor, lengths: list[int], value: float) -> torch.Tensor
     return out
 
 
+def wire_message(docs: list[torch.Tensor], substituted: torch.Tensor, noisy: torch.Tensor | None
+                 ) -> tuple[str, torch.Tensor, list[int]]:
+    """What crosses the wire for the privatized ``docs``: the message's name, its tensor (each
+    document's in-vocabulary tokens, noisy vectors or substituted ids, padded) and how many
+    tokens of each document it carries; out-of-vocabulary words do not cross."""
+    known = torch.cat(docs).to(substituted.device) >= 0 if docs else substituted >= 0
+    per_doc = [int((d >= 0).sum()) for d in docs]
+    if noisy is not None:
+        return "embeddings", padded(noisy[known], per_doc, 0.0), per_doc
+    return "substituted_ids", padded(substituted[known], per_doc, -1), per_doc
+
+
 def space_of(model: Any) -> EmbeddingSpace:
     """The EmbeddingSpace of ``ctx.model``: itself, or ``model.as_space()``."""
     if isinstance(model, EmbeddingSpace):
@@ -110,11 +122,8 @@ class PrivatizeText(Component):
         known = truth >= 0
         lengths = [len(d) for d in docs]
         substituted, noisy = self._privatize(ctx, mechanism, space, docs, truth)
-        per_doc = [int((d >= 0).sum()) for d in docs]  # out-of-vocabulary words do not cross
-        if noisy is not None:
-            ctx.wire.send("embeddings", padded(noisy[known], per_doc, 0.0))
-        else:
-            ctx.wire.send("substituted_ids", padded(substituted[known], per_doc, -1))
+        name, message, per_doc = wire_message(docs, substituted, noisy)
+        ctx.wire.send(name, message)
         metrics = {"n_docs": float(len(docs)), "n_tokens": float(int(known.sum())),
                    "token_preservation": float((substituted[known] == truth[known]).float().mean())}
         out_docs = list(torch.split(substituted.cpu(), lengths))
