@@ -144,7 +144,18 @@ def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
             roots.add(Path(file))
     roots |= {Path(p) for p in sys.path if p and not _too_broad(Path(p).resolve())}
     roots |= {Path(p) for p in extra}
-    return _outermost(roots)
+    return _outermost(roots | installed_package_folders())
+
+
+def installed_package_folders() -> set[Path]:
+    """The folders of the packages installed in editable mode (this project's plug-ins among
+    them), which are found through a finder's mapping rather than ``sys.path``."""
+    folders: set[Path] = set()
+    for name, module in list(sys.modules.items()):
+        mapping = getattr(module, "MAPPING", None)
+        if name.startswith("__editable__") and isinstance(mapping, dict):
+            folders |= {Path(folder) for folder in mapping.values() if isinstance(folder, str)}
+    return folders
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:
