@@ -24,6 +24,7 @@ from dpkit.accounting.guarantees import (
 )
 from dpkit.base.errors import BudgetExceededError
 from dpkit.budget.filter import filter_epsilon_by_relation
+from dpkit.budget.fingerprint import short_name
 from dpkit.budget.state import Cap, State
 
 CAP_TOLERANCE = 1e-9
@@ -67,8 +68,8 @@ def admit(state: State, new: list[tuple[str, str, dict[str, Any]]], where: str,
         mine = [(rel, s) for ds, rel, s in new if ds in near]
         if not mine:
             continue
-        label = f"{meta['name']} [{fp.split(':')[0]}:{fp.split(':')[-1][:8]}]"
-        _notions_governed(cap, mine, label)
+        label = short_name(meta["name"], fp)  # as dpkit budget status names it
+        _notions_governed(cap, mine, label, meta["name"])
         past = [(c.relation, s) for _, _, c in state.cells_reading(fp) for s in c.counted()]
         try:
             before, after = totals(cap, past), totals(cap, past + mine)
@@ -91,7 +92,8 @@ def admit(state: State, new: list[tuple[str, str, dict[str, Any]]], where: str,
                 f"store {where})")
 
 
-def _notions_governed(cap: Cap, mine: list[tuple[str, dict[str, Any]]], label: str) -> None:
+def _notions_governed(cap: Cap, mine: list[tuple[str, dict[str, Any]]], label: str,
+                      name: str) -> None:
     for _, record in mine:
         g = guarantee_from_dict(record["guarantee"])
         if isinstance(g, NoGuarantee):
@@ -102,4 +104,4 @@ def _notions_governed(cap: Cap, mine: list[tuple[str, dict[str, Any]]], label: s
             raise BudgetExceededError(
                 f"{label} is capped ({'; '.join(cap.governs())}), but not for {g.notion} spends "
                 f"like {record['label']!r}, which that cap cannot count; add one with dpkit "
-                f"budget cap {label.split(' [')[0]} {HOW_TO_CAP[notion]}; nothing was released")
+                f"budget cap {name} {HOW_TO_CAP[notion]}; nothing was released")

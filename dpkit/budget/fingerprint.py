@@ -34,8 +34,13 @@ class DatasetId:
     @property
     def short(self) -> str:
         """``name [records:0123abcd]``: the name with the fingerprint's first 8 hex digits."""
-        kind, _, digest = self.fingerprint.partition(":")
-        return f"{self.name} [{kind}:{digest[:8]}]"
+        return short_name(self.name, self.fingerprint)
+
+
+def short_name(name: str, fingerprint: str) -> str:
+    """``name [records:0123abcd]``: ``name`` with the fingerprint's kind and first 8 digits."""
+    kind, _, digest = fingerprint.partition(":")
+    return f"{name} [{kind}:{digest[:8]}]"
 
 
 def records_digest(records: frozenset[str]) -> str:

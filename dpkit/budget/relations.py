@@ -22,7 +22,6 @@ dataset relation: they are charged as they are.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -73,7 +72,3 @@ def _check(stated: str, cap: str) -> None:
     if refusal is not None:
         raise AccountingError(refusal)
 
-
-def converted_epsilon(epsilon: float, stated: str, cap: str) -> float:
-    """A pure ε under ``stated`` as a pure ε under ``cap`` (∞ stays ∞)."""
-    return epsilon * pure_factor(stated, cap) if math.isfinite(epsilon) else math.inf

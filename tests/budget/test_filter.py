@@ -10,7 +10,7 @@ from dp_accounting.rdp import RdpAccountant
 
 from dpkit.accounting import DpGuarantee, KAnonymityGuarantee, MetricDpGuarantee, dpsgd_event
 from dpkit.base.errors import AccountingError
-from dpkit.budget.filter import FILTER_ORDERS, filter_epsilon
+from dpkit.budget.filter import FILTER_ORDERS, filter_epsilon, filter_epsilon_by_relation
 
 
 def test_the_orders_are_fixed_and_match_dp_accountings_default():
@@ -42,6 +42,23 @@ def test_what_has_no_rdp_or_no_dp_bound_is_never_admitted_silently():
     approx = [(DpGuarantee.approximate(1.0, 1e-7), 2)]
     assert filter_epsilon(approx, 1e-5) == math.inf
     for g in (MetricDpGuarantee(1.0, "l2", "glove"), KAnonymityGuarantee(5, 5, 0.0, 1.0)):
-        with pytest.raises(AccountingError, match="cannot be counted against an"):
+        with pytest.raises(AccountingError, match="cannot be counted against an .* cap; refusing "
+                                                  "rather than leaving it uncounted"):
             filter_epsilon([(g, 1)], 1e-5)
     assert filter_epsilon([], 1e-5) == 0.0
+
+
+@pytest.mark.parametrize("delta", [0.0, 1.0, 1.5, -1e-5])
+def test_a_delta_outside_the_open_unit_interval_is_refused(delta):
+    with pytest.raises(AccountingError, match=r"a filter's δ must lie in \(0, 1\), got"):
+        filter_epsilon([(DpGuarantee.pure(1.0), 1)], delta)
+
+
+def test_pure_spends_of_every_relation_add_up_and_none_is_skipped():
+    """Σ over relations of the converted ε (add/remove doubled on a replace-one cap); a relation
+    whose spends all have count 0 is passed over, not the end of the sum."""
+    spends = {"add_remove": [(DpGuarantee.pure(3.0), 0)],
+              "replace_one": [(DpGuarantee.pure(4.0), 2)]}
+    assert filter_epsilon_by_relation(spends, 1e-5, "replace_one") == 8.0
+    spends["add_remove"] = [(DpGuarantee.pure(3.0), 1)]
+    assert filter_epsilon_by_relation(spends, 1e-5, "replace_one") == 2 * 3.0 + 8.0

@@ -57,3 +57,31 @@ def test_pure_dp_doubles_and_the_wrong_direction_is_refused():
         filter_epsilon_by_relation({"replace_one": pure}, 1e-5, "add_remove")
     assert conversion_refusal("replace_special", "add_remove") is not None
     assert conversion_refusal("add_remove", "replace_one") is None
+
+
+@pytest.mark.parametrize("sigma", [0.7, 3.0])
+def test_the_conversion_is_mironovs_bound_exactly(sigma):
+    """For a Gaussian, ρ(α) = α/(2σ²), so (α − ½)/(α − 1)·ρ(2α) + ρ(2α − 1) = (2α − 1)²/((α − 1)·2σ²)."""
+    alphas = np.asarray(FILTER_ORDERS)
+    converted = relation_curve(dp_accounting.GaussianDpEvent(sigma), FILTER_ORDERS, "add_remove",
+                               "replace_one")
+    assert np.allclose(converted, (2 * alphas - 1) ** 2 / ((alphas - 1) * 2 * sigma**2), rtol=1e-12)
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace_one"])
+def test_an_unconverted_curve_is_the_ledgers_own_at_the_orders_asked(relation):
+    event = dp_accounting.GaussianDpEvent(1.3)  # its curve depends on the relation
+    orders = [1.5, 2.0, 8.0, 40.0]
+    assert list(relation_curve(event, orders, relation, relation)) == rdp_curve(event, orders,
+                                                                                relation)
+
+
+def test_a_pair_with_no_known_conversion_says_so():
+    said = conversion_refusal("replace_special", "add_remove")
+    assert said == ("its spends are stated for replace_special neighbours and the cap for "
+                    "add_remove: dpkit knows no valid conversion from replace_special to "
+                    "add_remove neighbours; state the spec's privacy in add_remove (privacy: "
+                    "{neighboring: add_remove}) or cap the dataset in replace_special")
+    with pytest.raises(AccountingError, match="no valid conversion from add_remove to "
+                                              "replace_special"):
+        relation_curve(dp_accounting.GaussianDpEvent(1.0), [2.0], "add_remove", "replace_special")
