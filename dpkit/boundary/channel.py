@@ -69,6 +69,10 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
 
     try:
         payload = decode(init)
+        if str(payload.get("device", "cpu")).startswith("cuda"):
+            import torch
+
+            torch.zeros(1, device=payload["device"])  # the CUDA context, made before the rules
         artifacts = server_artifacts(payload)
         confinement = confine_server(payload.get("public_paths", []), [scratch, *artifacts],
                                      payload.get("confine"))
