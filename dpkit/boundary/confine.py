@@ -122,11 +122,11 @@ def writable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
 
 def _outermost(roots: Iterable[Path]) -> list[Path]:
     """The existing ``roots`` that lie in no other (a rule for a folder covers what it holds)."""
-    kept: list[Path] = []  # sorted by parts, a folder's contents follow it
-    for path in sorted((p for p in roots if p.exists()), key=lambda p: p.parts):
-        if not (kept and path.is_relative_to(kept[-1])):
+    kept: list[str] = []  # sorted by parts, a folder's contents follow it
+    for path in sorted({os.path.normpath(p) for p in roots}, key=lambda p: p.split(os.sep)):
+        if not (kept and (path == kept[-1] or path.startswith(kept[-1].rstrip(os.sep) + os.sep))):
             kept.append(path)
-    return kept
+    return [Path(p) for p in kept if os.path.exists(p)]  # what lies in a missing folder is missing
 
 
 def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:

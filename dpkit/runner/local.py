@@ -19,7 +19,7 @@ def preload_servers(cells: list[Cell], registry: Registry) -> None:
     import os
 
     from dpkit.boundary import warm
-    from dpkit.boundary.channel import preload
+    from dpkit.boundary.channel import channel_kind, preload, start_fork_server
     from dpkit.boundary.session import server_modules
     from dpkit.runner.cell import defense_for
 
@@ -29,6 +29,7 @@ def preload_servers(cells: list[Cell], registry: Registry) -> None:
         os.environ[warm.VARIABLE + "_PLUGINS"] = json.dumps(dict(getattr(registry, "modules", {})))
         preload(["dpkit.boundary.warm"])
 
+    preload(sorted(set(getattr(registry, "modules", {}).values())))
     seen: set[tuple[str, str]] = set()
     for cell in cells:
         if (cell.kind, cell.component) not in seen:
@@ -37,6 +38,8 @@ def preload_servers(cells: list[Cell], registry: Registry) -> None:
                 preload(server_modules(defense_for(cell, registry)))
             except Exception:  # noqa: BLE001 - the cell itself will report why it cannot run
                 continue
+    if channel_kind() == "process" and cells:
+        start_fork_server()
 
 
 class LocalExecutor:
