@@ -74,9 +74,15 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
 
             torch.zeros(1, device=payload["device"])  # the CUDA context, made before the rules
         artifacts = server_artifacts(payload)
-        confinement = confine_server(payload.get("public_paths", []), [scratch, *artifacts],
-                                     payload.get("confine"))
-        host = ServerHost(payload)
+        how: list[str] = []
+
+        def prepare(public: Any) -> None:  # the server's own code runs only after this
+            public.preload()
+            how.append(confine_server(payload.get("public_paths", []), [scratch, *artifacts],
+                                      payload.get("confine"), payload.get("private_paths", [])))
+
+        host = ServerHost(payload, prepare=prepare)
+        confinement = how[0]
     except Exception as exc:  # reported to the client, which raises it
         import traceback
 
@@ -93,15 +99,12 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
 
 
 def server_artifacts(init: dict[str, Any]) -> list[str]:
-    """The server-artifact folder, made here with dpkit's public caches (a confined server
-    cannot use a folder made after its rules)."""
+    """The server-artifact folder, made here (a confined server cannot use a folder made after
+    its rules)."""
     from pathlib import Path
 
-    from dpkit.base.cache import cache_root
-    from dpkit.boundary.confine import PUBLIC_CACHES
-
     folders = [Path(init["artifacts"])] if init.get("artifacts") else []
-    for folder in [*folders, *(cache_root() / name for name in PUBLIC_CACHES)]:
+    for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
     return [str(folder) for folder in folders]
 

@@ -7,18 +7,18 @@ Linux, dpkit closes both routes:
 * the client's process is made non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): no other process
   without ``CAP_SYS_PTRACE`` can read its memory, its open files or its environment;
 * each server process drops every capability (so a root server gets no ``CAP_SYS_PTRACE``) and
-  sets ``no_new_privs``, then restricts itself with Landlock: it may **write** only in ``/dev``,
-  the public and tool caches, its own temp folder and the server-artifact folder (so it cannot
-  replace the run's noise secret, the client's artifacts or the budget store), and **read**
-  those and only the Python
-  installation, the imported packages' folders and ``sys.path`` (less any folder holding the
-  working directory, the home, dpkit's caches or the temp root), the system folders (``/usr``, ``/etc``, ``/proc``,
-  ``/sys``, ``/dev`` …), dpkit's public caches and those of CUDA, Triton, torch and Hugging Face,
-  the server-artifact folder, a temp folder of its own and the files the spec's public components
-  name; it may make **no TCP connection** and, from Landlock ABI 6 on, reach no abstract Unix
-  socket and signal no process outside itself. The run's output folder
-  (results and noise secret), the client's artifacts, the budget store and ``/tmp`` stay
-  unreadable to it.
+  sets ``no_new_privs``; then, once its public inputs are loaded and before any of its own code
+  runs, it restricts itself with Landlock. It may **write** only in ``/dev``, the tool caches,
+  its own temp folder and the server-artifact folder, so it cannot replace the run's noise secret
+  or touch the client's artifacts or the budget store. It may **read** those, the Python
+  installation, the imported packages' folders, ``sys.path`` (less any folder holding the working
+  directory, the home, dpkit's caches or the temp root), the system folders (``/usr``, ``/etc``,
+  ``/proc``, ``/sys`` …), converted models, the fetched artifacts other than the cell's private
+  corpus, the caches of CUDA, Triton, torch and Hugging Face's models, and the files the spec's
+  public components name. It may make **no TCP connection** and, from Landlock ABI 6 on, reach
+  no abstract Unix socket and signal no process outside itself. The run's output folder (results
+  and noise secret), the client's artifacts, values computed from private data (``shared``), the
+  budget store and ``/tmp`` stay out of its reach.
 
 Without Landlock (an older kernel, another OS) the server still runs, unconfined, and
 :func:`confine_server` says why. ``DPKIT_SERVER_CONFINE=off`` turns both measures off (debugging
@@ -38,15 +38,13 @@ from pathlib import Path
 
 VARIABLE = "DPKIT_SERVER_CONFINE"
 MODES = ("auto", "off", "require")
-SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys",
+SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
                   "/run/nvidia-persistenced")
-PUBLIC_CACHES = ("downloads", "sources", "converted", "shared", "locks")
-"""dpkit's caches of public data and models (not ``artifacts``: the client's, nor ``budget``)."""
-TOOL_CACHES = (".nv", ".triton", ".cache/torch", ".cache/huggingface")
-"""Caches of CUDA's JIT, Triton, torch and Hugging Face under the home folder (public code and
-weights), and the variables that move them."""
-TOOL_CACHE_VARIABLES = ("HF_HOME", "HF_HUB_CACHE", "TORCH_HOME", "TRITON_CACHE_DIR",
-                        "CUDA_CACHE_PATH")
+TOOL_CACHES = (".nv", ".triton", ".cache/torch", ".cache/huggingface/hub")
+"""Caches of CUDA's JIT, Triton, torch and Hugging Face's models under the home folder (public
+code and weights; not Hugging Face's datasets), and the variables that move them."""
+TOOL_CACHE_VARIABLES = {"HF_HOME": "hub", "HF_HUB_CACHE": "", "TORCH_HOME": "",
+                        "TRITON_CACHE_DIR": "", "CUDA_CACHE_PATH": ""}
 
 _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 4, 38, 24
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same on every architecture
@@ -109,15 +107,30 @@ def landlock_abi() -> int:
 
 
 def writable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
-    """The folders a server may write (and read): ``/dev``, the public and tool caches, and
-    ``extra`` (its temp folder, the server-artifact folder). Not the output folder, whose noise
-    secret a server could otherwise replace with one it knows, nor the budget store."""
+    """The folders a server may write (and read): ``/dev``, the tool caches, and ``extra`` (its
+    temp folder, the server-artifact folder). Not the output folder, whose noise secret a server
+    could otherwise replace with one it knows, nor dpkit's caches or the budget store."""
+    roots = {Path("/dev"), *(Path.home() / name for name in TOOL_CACHES)}
+    roots |= {Path(os.environ[v]) / sub for v, sub in TOOL_CACHE_VARIABLES.items()
+              if os.environ.get(v)}
+    return _outermost({*roots, *map(Path, extra)})
+
+
+def model_and_artifact_caches(private: Iterable[str | os.PathLike] = ()) -> list[Path]:
+    """dpkit's caches a server may read: converted models, and each fetched artifact's folder
+    except ``private`` ones (the cell's private corpus). Not ``shared`` (values computed from
+    private data live there too), ``artifacts`` (the client's), ``budget`` or ``locks``."""
     from dpkit.base.cache import cache_root
 
-    roots = {Path("/dev"), *(cache_root() / name for name in PUBLIC_CACHES)}
-    roots |= {Path.home() / name for name in TOOL_CACHES}
-    roots |= {Path(os.environ[v]) for v in TOOL_CACHE_VARIABLES if os.environ.get(v)}
-    return _outermost({*roots, *map(Path, extra)})
+    root = cache_root()
+    hidden = {os.path.normpath(p) for p in private}
+    entries = [*_children(root / "sources"), *(e for folder in _children(root / "downloads")
+                                               for e in _children(folder))]
+    return [root / "converted", *(e for e in entries if os.path.normpath(e) not in hidden)]
+
+
+def _children(folder: Path) -> list[Path]:
+    return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
 def _outermost(roots: Iterable[Path]) -> list[Path]:
@@ -197,10 +210,12 @@ def _landlock(libc: ctypes.CDLL, abi: int, readable: list[Path], writable: list[
 
 
 def confine_server(readable: Iterable[str | os.PathLike] = (),
-                   writable: Iterable[str | os.PathLike] = (), mode: str | None = None) -> str:
+                   writable: Iterable[str | os.PathLike] = (), mode: str | None = None,
+                   private: Iterable[str | os.PathLike] = ()) -> str:
     """Confine this (a server's) process; returns how (``landlock ABI n``) or why not.
-    ``readable`` and ``writable`` add to :func:`readable_roots` and :func:`writable_roots`;
-    ``mode`` is the client's :func:`confine_mode` (default: this process's)."""
+    ``readable`` and ``writable`` add to :func:`readable_roots` and :func:`writable_roots`,
+    ``private`` are cache folders to keep out (:func:`model_and_artifact_caches`); ``mode`` is
+    the client's :func:`confine_mode` (default: this process's)."""
     mode = mode or confine_mode()
     if mode == "off":
         return f"unconfined: {VARIABLE}=off"
@@ -213,7 +228,8 @@ def confine_server(readable: Iterable[str | os.PathLike] = (),
                                "with Landlock enabled, or set it to auto")
         return reason
     _drop_capabilities(libc)
-    _landlock(libc, abi, readable_roots(readable), writable_roots(writable))
+    caches = model_and_artifact_caches(private)
+    _landlock(libc, abi, readable_roots([*readable, *caches]), writable_roots(writable))
     return f"landlock ABI {abi}"
 
 

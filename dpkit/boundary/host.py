@@ -49,7 +49,7 @@ class ServerHost:
     """Builds and drives one cell's server (see the module docstring)."""
 
     def __init__(self, init: dict[str, Any], registry: Any = None,
-                 defense_cls: Any = None):
+                 defense_cls: Any = None, prepare: Any = None):
         self.registry = registry if registry is not None else registry_from_modules(init["plugins"])
         if defense_cls is None:  # a server process knows the defense by its registered name
             defense_cls = self.registry.get("defense", init["defense"]).cls
@@ -59,6 +59,8 @@ class ServerHost:
         self.public = ServerInputs(self.registry, init.get("model"), init.get("datasets", []),
                                    self.device, self.seed, init.get("artifacts"),
                                    init.get("privacy"))
+        if prepare is not None:  # e.g. load the public inputs, then confine the process
+            prepare(self.public)
         self.server = server_class(defense_cls)(params, self.public)
         self.messages: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)

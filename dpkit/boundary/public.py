@@ -55,6 +55,7 @@ class ServerInputs:
         self.privacy = PrivacySettings.model_validate(privacy or {})
         self._artifacts = Path(artifacts) if artifacts else cache_root() / "server-artifacts"
         self._model_ref = model_ref
+        self._dataset_refs = list(datasets)
         self._datasets = {ref_key(d["name"], d.get("params")) for d in datasets}
         self.device = device
         self.seed = seed
@@ -66,6 +67,13 @@ class ServerInputs:
         if self._model is None and self._model_ref is not None:
             self._model = self.load_model(self._model_ref["name"], self._model_ref["params"])
         return self._model
+
+    def preload(self) -> None:
+        """Load the spec's model and every approved dataset now (before the process is confined,
+        after which dpkit's caches, which also hold private corpora, are out of its reach)."""
+        _ = self.model
+        for ref in self._dataset_refs:
+            self.load_dataset(ref["name"], ref.get("params"))
 
     def load_model(self, name: str, params: dict | None = None) -> Any:
         """Load a registered model in this process (public weights, by name)."""

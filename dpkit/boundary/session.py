@@ -39,6 +39,19 @@ def approved_datasets(defense: Any, ctx: Any) -> list[dict[str, Any]]:
     return refs
 
 
+def private_cache_paths(ctx: Any) -> list[str]:
+    """The cache folders of the cell's private corpus (its pinned artifact, fetched and
+    unpacked), which a confined server may not read."""
+    ref = getattr(ctx, "dataset_ref", None)
+    if not ref:
+        return []
+    source = ctx.registry.build("dataset", ref["name"], ref.get("params") or {})
+    artifact = getattr(source, "artifact", None)
+    if artifact is None:
+        return []
+    return [str(artifact.entry_dir()), str(artifact.download_dir())]
+
+
 def privacy_of(ctx: Any) -> dict[str, Any]:
     """The cell's privacy settings (public: they are in the spec), else its ledger's δ and
     accountant, as the server gets them."""
@@ -59,7 +72,8 @@ def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
             "artifacts": str(ctx.cache_dir.parent / "server-artifacts"),
             "public_paths": public_paths((ctx.model_ref or {}).get("params"),
                                          [d["params"] for d in datasets]),
-            "record": bool(ctx.options.get("record_uploads")), "confine": confine_mode()}
+            "record": bool(ctx.options.get("record_uploads")), "confine": confine_mode(),
+            "private_paths": private_cache_paths(ctx)}
 
 
 def server_modules(defense: Any) -> list[str]:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dpkit.boundary.confine import confine_mode, public_paths, readable_roots, writable_roots
+from dpkit.boundary.confine import (confine_mode, model_and_artifact_caches, public_paths,
+                                    readable_roots, writable_roots)
 
 
 def _reaches(roots: list[Path], place: Path) -> bool:
@@ -16,19 +17,25 @@ def _reaches(roots: list[Path], place: Path) -> bool:
 
 
 def test_the_client_places_are_outside_every_readable_root(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPKIT_CACHE", str(tmp_path / "cache"))
-    for name in ("downloads", "artifacts", "budget"):
-        (tmp_path / "cache" / name).mkdir(parents=True)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DPKIT_CACHE", str(cache))
+    for name in ("sources/public-corpus", "sources/private-corpus", "downloads/pypi/pkg==1",
+                 "converted", "shared/hiddenecho_tokens", "artifacts", "budget", "locks"):
+        (cache / name).mkdir(parents=True)
     out = tmp_path / "runs" / "spec"
     out.mkdir(parents=True)
     writable = writable_roots()
-    roots = readable_roots() + writable
-    assert _reaches(writable, tmp_path / "cache" / "downloads")
+    roots = [*readable_roots(), *writable,
+             *model_and_artifact_caches([cache / "sources" / "private-corpus"])]
+    for public in ("sources/public-corpus", "downloads/pypi/pkg==1", "converted"):
+        assert _reaches(roots, cache / public), public
     assert _reaches(roots, Path(__import__("dpkit").__file__))
     assert not _reaches(writable, Path(__import__("dpkit").__file__))
-    for private in (tmp_path / "cache" / "artifacts", tmp_path / "cache" / "budget", out,
-                    Path("/tmp")):
-        assert not _reaches(roots, private), private
+    assert not _reaches(writable, cache / "converted")
+    for private in ("sources/private-corpus", "shared/hiddenecho_tokens", "artifacts", "budget",
+                    "locks"):
+        assert not _reaches(roots, cache / private), private
+    assert not _reaches(roots, out) and not _reaches(roots, Path("/tmp"))
 
 
 def test_public_paths_keep_named_files_but_no_folder_above_the_client_nor_a_secret(tmp_path):
@@ -48,3 +55,19 @@ def test_an_unknown_confinement_mode_is_refused_naming_the_variable(monkeypatch)
     monkeypatch.setenv("DPKIT_SERVER_CONFINE", "strict")
     with pytest.raises(ValueError, match="DPKIT_SERVER_CONFINE must be one of auto, off, require"):
         confine_mode()
+
+
+def test_the_cells_private_corpus_is_named_by_its_artifacts_cache_folders(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from dpkit.boundary.session import private_cache_paths
+    from dpkit.contract.plugins import get_registry
+
+    monkeypatch.setenv("DPKIT_CACHE", str(tmp_path))
+    registry = get_registry()
+    ctx = SimpleNamespace(registry=registry, dataset_ref={"name": "rotten_tomatoes", "params": {}})
+    artifact = registry.build("dataset", "rotten_tomatoes", {}).artifact
+    assert private_cache_paths(ctx) == [str(tmp_path / "sources" / artifact.key),
+                                        str(tmp_path / "downloads" / "pypi" /
+                                            f"{artifact.package}=={artifact.version}")]
+    assert private_cache_paths(SimpleNamespace(registry=registry, dataset_ref=None)) == []
