@@ -46,6 +46,15 @@ def cache_root() -> Path:
     return Path(os.environ.get("DPKIT_CACHE") or Path.home() / ".cache" / "dpkit").expanduser()
 
 
+SHARED_VARIABLE = "DPKIT_SHARED_CACHE"
+
+
+def shared_root() -> Path:
+    """Where :func:`cached` keeps values on disk: ``$DPKIT_SHARED_CACHE`` (a server process's
+    own, under its server artifacts) or ``<cache>/shared``."""
+    return Path(os.environ.get(SHARED_VARIABLE) or cache_root() / "shared").expanduser()
+
+
 class ProcessCache(Generic[V]):
     """A named, documented mapping from content keys to built values, held for the process."""
 
@@ -140,7 +149,7 @@ def _from_disk(kind: str, name: str, compute: Callable[[], T], root: Path | None
     from filelock import FileLock
 
 
-    folder = Path(root or cache_root()) / "shared" / kind
+    folder = (Path(root) / "shared" if root else shared_root()) / kind
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.pt"
     with FileLock(str(path) + ".lock", timeout=6 * 3600):

@@ -74,6 +74,10 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
 
             torch.zeros(1, device=payload["device"])  # the CUDA context, made before the rules
         artifacts = server_artifacts(payload)
+        if artifacts:  # values the server caches with dpkit.cached stay in its own folder
+            from dpkit.base.cache import SHARED_VARIABLE
+
+            os.environ[SHARED_VARIABLE] = os.path.join(artifacts[0], "shared")
         how: list[str] = []
 
         def prepare(public: Any) -> None:  # the server's own code runs only after this

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from dpkit.base.cache import cache_root, cached, content_key
 from dpkit.contract.hookspecs import hookimpl
 from dpkit.contract.params import Params
 from dpkit.contract.protocols import DefenseResult
@@ -110,6 +111,22 @@ class LeakReplaceSecret(LeakNoiseSecret):
         ctx.wire.send("replace_secret")
 
 
+class LeakSharedCache(_Leak):
+    """Caches the raw rows with :func:`dpkit.cached` (``disk=True``), as a defense caches values
+    computed from private data; its server, which caches a public value of its own the same way,
+    then reads the client's entry."""
+
+    name = "leak_shared_cache"
+
+    def leak(self, ctx, raw, noisy):
+        """Cache, then ask the server to read."""
+        cached(PRIVATE_KIND, {"client": os.getpid()}, lambda: raw.cpu(), disk=True)
+        ctx.wire.send("read_shared")
+
+
+PRIVATE_KIND = "side-channel-private"
+
+
 KNOWN_SECRET = "0" * 64
 """What :class:`LeakReplaceSecret`'s server writes as the run's secret."""
 
@@ -154,6 +171,14 @@ class SideChannelServer(LeakServer):
         text = (Path(out) / SECRET_FILE).read_text().strip()
         self.observe("secret", torch.tensor(list(text.encode()), dtype=torch.uint8))
 
+    @handles("read_shared")
+    def read_shared(self, message: Message) -> None:
+        """Cache a public value of its own, then load the client's cached rows."""
+        self.observe("own", cached("side-channel-public", {"n": 3}, lambda: torch.ones(3, 2),
+                                   disk=True))
+        entry = cache_root() / "shared" / PRIVATE_KIND / f"{content_key({'client': client_pid()})}.pt"
+        self.observe("shared", torch.load(entry, weights_only=True))
+
     @handles("replace_secret")
     def replace_secret(self, message: Message) -> None:
         """Overwrite the noise secret of the run's output folder with :data:`KNOWN_SECRET`."""
@@ -162,7 +187,7 @@ class SideChannelServer(LeakServer):
 
 
 SIDE_CHANNELS: tuple[type[_Leak], ...] = (LeakFile, LeakClientMemory, LeakNoiseSecret,
-                                          LeakReplaceSecret)
+                                          LeakReplaceSecret, LeakSharedCache)
 for _side in SIDE_CHANNELS:
     _side.server = SideChannelServer  # type: ignore[attr-defined]
 

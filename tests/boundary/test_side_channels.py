@@ -16,7 +16,8 @@ from dpkit.testing.boundary import rows_by_method
 from dpkit.boundary.confine import landlock_abi
 from dpkit.testing.side_channels import KNOWN_SECRET
 
-SIDE_CHANNELS = ["leak_file", "leak_client_memory", "leak_noise_secret", "leak_replace_secret"]
+SIDE_CHANNELS = ["leak_file", "leak_client_memory", "leak_noise_secret", "leak_replace_secret",
+                 "leak_shared_cache"]
 WITH_OUT = {"leak_noise_secret", "leak_replace_secret"}
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or landlock_abi() == 0,
@@ -76,6 +77,8 @@ def test_a_confined_server_reaches_no_file_no_client_memory_no_secret(tmp_path, 
         assert "error" in rows[leak], (leak, rows[leak])
         assert "Permission denied" in rows[leak]["error"], rows[leak]["error"]
         assert "reads only code, system folders and public inputs" in rows[leak]["error"]
+    # the server's own dpkit.cached(disk=True) worked; only the client's entry was refused
+    assert "/shared/side-channel-private/" in rows["leak_shared_cache"]["error"]
 
 
 def test_control_unconfined_each_route_reaches_the_private_rows(tmp_path, side_plugins,
@@ -83,6 +86,7 @@ def test_control_unconfined_each_route_reaches_the_private_rows(tmp_path, side_p
     monkeypatch.setenv("DPKIT_SERVER_CONFINE", "off")
     rows = _run(tmp_path, "unconfined")
     assert rows["leak_file"]["metrics"]["raw_found"] == 1.0
+    assert rows["leak_shared_cache"]["metrics"]["raw_found"] == 1.0
     assert rows["leak_noise_secret"]["metrics"]["secret_found"] == 1.0
     assert (tmp_path / "unconfined" / ".dpkit-noise-secret").read_text().strip() == KNOWN_SECRET
     if _client_memory_readable_unconfined():
