@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import traceback
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,7 +50,8 @@ class ServerHost:
     """Builds and drives one cell's server (see the module docstring)."""
 
     def __init__(self, init: dict[str, Any], registry: Any = None,
-                 defense_cls: Any = None, prepare: Any = None):
+                 defense_cls: Any = None,
+                 prepare: Callable[[ServerInputs], None] | None = None):
         self.registry = registry if registry is not None else registry_from_modules(init["plugins"])
         if defense_cls is None:  # a server process knows the defense by its registered name
             defense_cls = self.registry.get("defense", init["defense"]).cls
