@@ -144,11 +144,17 @@ def _context(preload: list[str]) -> Any:
 
 
 class ProcessChannel:
-    """The host in a fresh child process (see the module docstring)."""
+    """The host in a fresh child process (see the module docstring).
+
+    With ``wait=False`` the constructor returns as soon as the process is started: the server
+    then loads its public inputs while the client works, and the first :meth:`request` waits for
+    it to be ready (a failure to start is raised there).
+    """
 
     isolated = True
 
-    def __init__(self, init: dict[str, Any], preload: list[str] | None = None):
+    def __init__(self, init: dict[str, Any], preload: list[str] | None = None, *,
+                 wait: bool = True):
         import torch
 
         from dpkit.boundary.confine import shield_client
@@ -160,9 +166,22 @@ class ProcessChannel:
                                     args=(child, encode(init), torch.get_num_threads()))
         self._process.start()
         child.close()
-        ready = raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
-        self.confinement: str = ready.get("confinement", "")
+        self._confinement: str | None = None
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait until the server process is built and confined (raises why it could not be)."""
+        if self._confinement is None:
+            ready = raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+            self._confinement = str(ready.get("confinement", ""))
+
+    @property
+    def confinement(self) -> str:
         """How the server process is confined (``landlock ABI n``), or why it is not."""
+        self.wait_ready()
+        assert self._confinement is not None
+        return self._confinement
 
     def _receive(self, timeout: float | None = None) -> bytes:
         waited = 0.0
@@ -177,23 +196,36 @@ class ProcessChannel:
 
     def request(self, data: bytes) -> bytes:
         """Send ``data`` to the server process; return its encoded answer."""
+        self.wait_ready()
         self._conn.send_bytes(data)
         return self._receive()
 
-    def close(self) -> None:
-        """Close the pipe and end the server process."""
+    def close(self, wait: bool = True) -> None:
+        """Close the pipe and end the server process (``wait=False``: a background thread
+        waits for it to exit, so the caller does not)."""
         try:
             self._conn.close()
         finally:
-            self._process.join(timeout=10)
-            if self._process.is_alive():
-                self._process.kill()
-                self._process.join()
+            if wait:
+                _reap(self._process)
+            else:
+                import threading
+
+                threading.Thread(target=_reap, args=(self._process,), daemon=True,
+                                 name="dpkit-server-reaper").start()
 
     @property
     def pid(self) -> int | None:
         """The server process's id."""
         return self._process.pid
+
+
+def _reap(process: Any) -> None:
+    """Wait for a server process whose pipe is closed to exit; kill it after 10 s."""
+    process.join(timeout=10)
+    if process.is_alive():
+        process.kill()
+        process.join()
 
 
 KINDS = ("process", "ray", "inprocess")

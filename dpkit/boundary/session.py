@@ -10,7 +10,6 @@ what the runner's meter counted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from dpkit.accounting.guarantees import NoGuarantee
@@ -84,13 +83,50 @@ def server_modules(defense: Any) -> list[str]:
     return list(dict.fromkeys([cls.__module__, server_class(cls).__module__]))
 
 
-def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:
-    """``connect(defense, ctx)``: start the server of ``defense`` for ``ctx``: ``kind``
-    ``process`` (a fresh process, the default), ``ray`` (a fresh Ray actor) or ``inprocess``
-    (no isolation: measurements and tests); None reads ``$DPKIT_SERVER``."""
-    def connect(defense: Any, ctx: Any) -> Any:
+class Connector:
+    """``connect(defense, ctx)`` for a context: starts the server of ``defense`` for ``ctx`` —
+    ``kind`` ``process`` (a fresh process, the default), ``ray`` (a fresh Ray actor) or
+    ``inprocess`` (no isolation: measurements and tests); None reads ``$DPKIT_SERVER``.
+
+    :meth:`start` lets the runner start a process server before the client's first send, so its
+    start overlaps the client's own work; the wire's first send then adopts it.
+    """
+
+    def __init__(self, kind: str | None = None):
+        self.kind = kind
+        self._early: tuple[Any, Any, dict, Any] | None = None  # (defense, ctx, params, channel)
+
+    def __call__(self, defense: Any, ctx: Any) -> Any:
+        """The channel to ``defense``'s server for ``ctx``: the one :meth:`start` began when it
+        was for the same defense, context and parameters, else a new one."""
+        early, self._early = self._early, None
+        if early is not None:
+            if (early[0] is defense and early[1] is ctx
+                    and early[2] == defense.params.model_dump(mode="json")):
+                return early[3]
+            close_soon(early[3])
+        return self._open(defense, ctx, wait=True)
+
+    def start(self, defense: Any, ctx: Any) -> None:
+        """Start a process server now without waiting for it; a failure here is left for the
+        first send to raise (it builds the server again)."""
+        if (self.kind or channel_kind()) != "process" or self._early is not None:
+            return
+        try:
+            params = defense.params.model_dump(mode="json")
+            self._early = (defense, ctx, params, self._open(defense, ctx, wait=False))
+        except Exception:  # noqa: BLE001 - the first send builds it again and reports why
+            self._early = None
+
+    def discard(self) -> None:
+        """Close a server :meth:`start` began that no send adopted."""
+        if self._early is not None:
+            channel, self._early = self._early[3], None
+            close_soon(channel)
+
+    def _open(self, defense: Any, ctx: Any, wait: bool) -> Any:
         init = init_payload(defense, ctx)
-        chosen = kind or channel_kind()
+        chosen = self.kind or channel_kind()
         if chosen == "inprocess":  # same process: the defense's own class (a test's works too)
             return InProcessChannel(init, ctx.registry, type(defense))
         if chosen == "ray":
@@ -98,8 +134,21 @@ def connector(kind: str | None = None) -> Callable[[Any, Any], Any]:
 
             return RayChannel(init, num_gpus=1 if ctx.device.type == "cuda" else 0)
         return ProcessChannel(init, preload=[*sorted(set(init["plugins"].values())),
-                                             *server_modules(defense)])
-    return connect
+                                             *server_modules(defense)], wait=wait)
+
+
+def close_soon(channel: Any) -> None:
+    """Close ``channel``; a server process exits in the background, not on the caller's time."""
+    if isinstance(channel, ProcessChannel):
+        channel.close(wait=False)
+    else:
+        channel.close()
+
+
+def connector(kind: str | None = None) -> Connector:
+    """``connect(defense, ctx)`` starting the server of ``defense`` for ``ctx`` (see
+    :class:`Connector`)."""
+    return Connector(kind)
 
 
 def remote_attack(channel: Any, name: str, params: dict, seed: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from dpkit.base.results import CellResult
-from dpkit.boundary.session import connector, cross_check, remote_attack
+from dpkit.boundary.session import close_soon, connector, cross_check, remote_attack
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.contract.registry import Registry
 from dpkit.release.codec import to_device
@@ -43,12 +43,14 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
     started = time.perf_counter()
     device = resolve_device(cell.device)
     seed_everything(derive_seed(cell.seed, "global", cell.key))
+    connect = connector(server)
     opened = open_cell(cell, registry, device, progress=progress, ledger=ledger,
-                       connect=connector(server), noise_secret=noise_secret)
+                       connect=connect, noise_secret=noise_secret)
     ctx, ledger = opened.ctx, opened.ledger
     assert ctx is not None  # only a plan leaves the context unbuilt
     wire = ctx.wire  # the runner's own wire: what the plug-in does to ctx cannot change it
     declared = len(ledger.spends)
+    connect.start(opened.defense, ctx)  # the server builds while the client works
     try:
         result = settle(opened.defense.run(ctx), ctx)
         channel = wire._channel
@@ -73,7 +75,8 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
                             attack.score(out["guesses"], to_device(dict(result.truth), "cpu")).items()})
     finally:
         if wire._channel is not None:
-            wire._channel.close()
+            close_soon(wire._channel)  # it exits while the next cell starts
+        connect.discard()
     return CellResult(
         key=cell.key,
         spec=cell.spec_name,
