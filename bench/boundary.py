@@ -77,10 +77,11 @@ def per_message(repeats: int) -> dict:
             "start_process_s": round(started, 3), "round_trips": rows}
 
 
-def per_spec(spec: str, rounds: int = 2) -> dict:
+def per_spec(spec: str, rounds: int = 2, seeds: int | None = None) -> dict:
     """Wall time of ``spec`` run with the server in its own process and in-process, alternating
-    ``rounds`` times (the process first, so a cold cache penalises it); the best of each."""
-    out: dict = {"spec": spec, "rounds": rounds}
+    ``rounds`` times (the process first, so a cold cache penalises it); the best of each.
+    ``seeds``: run seeds 0..N-1 only (``dpkit run --seeds``), for a spec too long to run whole."""
+    out: dict = {"spec": spec, "rounds": rounds, "seeds": seeds}
     walls: dict[str, list[float]] = {"process": [], "inprocess": []}
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +94,7 @@ def per_spec(spec: str, rounds: int = 2) -> dict:
                     folder.mkdir()
                     shutil.copy(secret, folder / SECRET)
                 cmd = [sys.executable, "-m", "dpkit", "run", spec, "--out", str(folder),
-                       "--no-progress"]
+                       "--no-progress", *(["--seeds", str(seeds)] if seeds else [])]
                 t0 = time.perf_counter()
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 if done.returncode:
@@ -118,17 +119,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--specs", nargs="*", default=[], help="specs to time both ways")
     parser.add_argument("--rounds", type=int, default=2, help="alternating runs of each spec")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="run seeds 0..N-1 of each spec only (default: the spec's seeds)")
     args = parser.parse_args()
     result = {"cpus": os.cpu_count(), "load_average_start": os.getloadavg(),
               "messages": per_message(args.repeats),
-              "specs": [per_spec(s, args.rounds) for s in args.specs]}
+              "specs": [per_spec(s, args.rounds, args.seeds) for s in args.specs]}
     result["load_average_end"] = os.getloadavg()
+    result["cpu_s"] = {"self": sum(os.times()[:2]), "children": sum(os.times()[2:4])}
     print(json.dumps(result, indent=2))
     for row in result["messages"]["round_trips"]:
         print(f"{row['mb']:>8} MB message: {row['process_ms']} ms through a server process, "
               f"{row['inprocess_ms']} ms in-process ({row['ratio']}×)")
     for spec in result["specs"]:
-        print(f"{spec['spec']}: {spec['process_wall_s']} s with the server in its own process, "
+        seeds = f" (seeds 0..{spec['seeds'] - 1})" if spec["seeds"] else ""
+        print(f"{spec['spec']}{seeds}: {spec['process_wall_s']} s with the server in its own process, "
               f"{spec['inprocess_wall_s']} s in-process: {spec['process_over_inprocess']}×; "
               f"identical results: {spec['same_results']}")
     out = Path(__file__).parent / "results"
