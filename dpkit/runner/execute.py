@@ -50,7 +50,8 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
     assert ctx is not None  # only a plan leaves the context unbuilt
     wire = ctx.wire  # the runner's own wire: what the plug-in does to ctx cannot change it
     declared = len(ledger.spends)
-    connect.start(opened.defense, ctx)  # the server builds while the client works
+    if wire.releases:  # it will send: its server builds while the client works
+        connect.start(opened.defense, ctx)
     try:
         result = settle(opened.defense.run(ctx), ctx)
         channel = wire._channel
