@@ -73,12 +73,18 @@ def dependence(a: torch.Tensor, b: torch.Tensor, seed: int = 0) -> tuple[float, 
 
 
 def _correlation_p(u: np.ndarray, v: np.ndarray) -> float:
-    """Two-sided p-value of zero Pearson correlation (Fisher z); 1 for a constant column."""
-    if u.std() == 0 or v.std() == 0:
+    """Two-sided p-value of zero Pearson correlation (Fisher z); 1 for a constant column (up to
+    rounding: the norms of rows on a sphere are equal but for their last bits)."""
+    if _constant(u) or _constant(v):
         return 1.0
     r = float(np.clip(np.corrcoef(u, v)[0, 1], -0.999999, 0.999999))
     z = math.atanh(r) * math.sqrt(len(u) - 3)
     return float(2 * stats.norm.sf(abs(z)))
+
+
+def _constant(u: np.ndarray) -> bool:
+    """Whether every value of ``u`` is equal to 1e-9 of the largest magnitude."""
+    return bool(np.ptp(u) <= 1e-9 * np.abs(u).max())
 
 
 def _agreement_p(a: np.ndarray, b: np.ndarray, seed: int) -> float:

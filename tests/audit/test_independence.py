@@ -102,3 +102,125 @@ def test_audit_reports_three_pairings_and_the_white_box_law(name, params):
         law = report.checks["noise_law"]
         assert law["eta_declared"] == 5.0 and law["expected_mean_norm"] == pytest.approx(6 / 5.0)
         assert abs(law["mean_norm"] / law["expected_mean_norm"] - 1) < 0.1
+
+
+def test_dependence_edges_small_samples_and_exact_pairs():
+    g = torch.Generator().manual_seed(6)
+    three = torch.randn(3, 2, generator=g)
+    assert dependence(three, three) == (1.0, 0)  # fewer than 4 rows: nothing can be concluded
+    four = torch.randn(4, 2, generator=g)
+    assert dependence(four, four) == (0.0, 4)  # 4 rows are enough to see them repeated
+    a, b = torch.randn(300, 2, generator=g), torch.randn(300, 2, generator=g)
+    b[:2] = a[:2]  # two repeated rows are a repeat already
+    assert dependence(a, b) == (0.0, 2)
+    b[:2] = 0.0
+    a[:2] = 0.0  # rows of exact zeros repeat too
+    assert dependence(a, b) == (0.0, 2)
+    big = 1e3 * torch.randn(300, 2, generator=g, dtype=torch.float64)
+    near = 1e3 * torch.randn(300, 2, generator=g, dtype=torch.float64)
+    near[:3] = big[:3] * (1 + 1e-7)  # equal up to rounding, at any magnitude
+    assert dependence(big, near)[1] == 3
+
+
+def test_dependence_p_value_is_bonferroni_over_fisher_z_tests():
+    """Uncorrelated columns give p = 1 (capped; rows of equal norm, a column constant but for
+    rounding, are no evidence); one correlated column gives the number of tests times its
+    Fisher-z p-value; a null sample keeps its false-alarm rate."""
+    import math
+
+    from scipy import stats
+
+    signs = torch.tensor([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]]).repeat(25, 1)
+    other = torch.stack([signs[:, 1], signs[:, 0]], 1)  # each column uncorrelated with its pair
+    assert dependence(signs * torch.tensor([1.0, 2.0]), other)[0] == 1.0
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(200, 1, generator=g, dtype=torch.float64)
+    y = 0.3 * x + torch.randn(200, 1, generator=g, dtype=torch.float64)
+    r_col = float(np.corrcoef(x[:, 0], y[:, 0])[0, 1])
+    r_norm = float(np.corrcoef(x.abs()[:, 0], y.abs()[:, 0])[0, 1])
+    p_of = [2 * stats.norm.sf(abs(math.atanh(r)) * math.sqrt(200 - 3)) for r in (r_col, r_norm)]
+    assert dependence(x, y)[0] == pytest.approx(min(1.0, 2 * min(p_of)), rel=1e-9)
+    rng = np.random.default_rng(8)
+    alarms = [dependence(torch.from_numpy(rng.normal(size=(60, 4))),
+                         torch.from_numpy(rng.normal(size=(60, 4))))[0] < 0.05 for _ in range(300)]
+    assert np.mean(alarms) <= 0.08  # Bonferroni over 5 tests keeps ≤ 5 % (+ sampling slack)
+
+
+def test_correlation_p_handles_constant_and_perfectly_correlated_columns():
+    from dpkit.audit.independence import _correlation_p
+
+    u = np.tile([1.0, -1.0], 20)  # standard deviation exactly 1
+    assert _correlation_p(np.ones(40), u) == 1.0 and _correlation_p(u, np.ones(40)) == 1.0
+    assert _correlation_p(np.zeros(40), np.ones(40)) == 1.0
+    on_sphere = np.linalg.norm(np.random.default_rng(1).normal(size=(40, 3)), axis=1)
+    rounded = np.sqrt(5.0) + np.tile([0.0, 4.4e-16], 20)  # a norm equal but for its last bit
+    assert _correlation_p(rounded, on_sphere) == 1.0
+    assert _correlation_p(u, u) < 1e-12 and _correlation_p(u, -u) < 1e-12
+
+
+def test_integer_dependence_compares_whole_rows_and_is_reproducible():
+    g = torch.Generator().manual_seed(9)
+    a = torch.randint(10, (200, 2), generator=g)
+    assert dependence(a, a.clone())[0] < 1e-6  # every row agrees with its pair
+    b = torch.randint(10, (200, 2), generator=g)
+    p, repeats = dependence(a, b, seed=3)
+    assert repeats == 0 and p > 1e-3
+    assert dependence(a, b, seed=3) == (p, 0) and dependence(a, b) == dependence(a, b, seed=0)
+
+
+def test_pair_tests_describe_their_rows_and_are_reproducible():
+    def draw(gen):
+        return torch.randint(5, (120,), generator=gen)
+
+    first, again = pair_tests(draw, 4), pair_tests(draw, 4)
+    assert [t.p_value for t in first] == [t.p_value for t in again]
+    assert [t.pairing for t in first] == ["two calls", "two cells", "two seeds"]
+    assert all(t.rows == 120 for t in first)
+    assert first[0].describe() == f"two calls: p = {first[0].p_value:.2g}, 0 of 120 rows repeated exactly"
+
+
+class _Outputs:
+    """A mechanism seen only through its outputs (no ``noisy_vectors``): the black-box path."""
+
+    def __init__(self, mech):
+        self.mech = mech
+
+    def privatize(self, *args, **kwargs):
+        return self.mech.privatize(*args, **kwargs)
+
+
+@pytest.mark.parametrize("white_box", [True, False])
+def test_mechanism_draw_uses_the_generator_it_is_given(white_box):
+    """Two draws from equally seeded generators are equal, from differently seeded ones not: the
+    pairings then test the mechanism's own stream, and a re-seeding bug in it shows."""
+    from dpkit.audit.independence import mechanism_draw
+    from dpkit.audit.noise_law import exposes_noise
+    from dpkit.testing.toy import ToySpace
+
+    mech = get_registry().build("mechanism", "laplace_dx", {"eta": 5.0})
+    mech = mech if white_box else _Outputs(mech)
+    assert exposes_noise(mech) == white_box
+    space = ToySpace(ToySpace.Params()).load(torch.device("cpu"))
+    for per_row in (True, False):
+        draw = mechanism_draw(mech, space.vectors[:1], 6, space, per_row)
+        one, same = draw(torch.Generator().manual_seed(1)), draw(torch.Generator().manual_seed(1))
+        other = draw(torch.Generator().manual_seed(2))
+        assert one.shape[0] == 6 and torch.equal(one, same) and not torch.equal(one, other)
+    sequence = mechanism_draw(mech, space.vectors[:3], 4, space, False)(torch.Generator().manual_seed(1))
+    assert sequence.shape[0] == 4  # one row per call on the whole sequence
+
+
+def test_pair_tests_of_a_mechanism_see_its_generator_reseeded():
+    from dpkit.audit.independence import mechanism_draw
+    from dpkit.testing.toy import ToySpace
+
+    mech = get_registry().build("mechanism", "laplace_dx", {"eta": 5.0})
+    space = ToySpace(ToySpace.Params()).load(torch.device("cpu"))
+    for per_row, x in ((True, space.vectors[:1]), (False, space.vectors[:2])):
+        draw = mechanism_draw(mech, x, 100, space, per_row)
+        assert all(t.repeats == 0 for t in pair_tests(draw, 0))
+        bug = PlantedBug("x", "noise reused", "t", (reseeded_each_draw("dpkit_baselines.laplace",
+                                                                   "sample_laplace_noise"),))
+        with bug.planted():
+            broken = pair_tests(draw, 0)
+        assert all(t.repeats > 1 for t in broken), [t.describe() for t in broken]
