@@ -59,10 +59,10 @@ def laplace_l2_pvalue(noise: torch.Tensor | np.ndarray, eta: float) -> float:
     """p-value that rows ``[n, d]`` follow the L2 Laplace density ∝ exp(−η‖z‖): KS of the radius
     against Gamma(d, 1/η) and of the first direction coordinate against its uniform-sphere law
     ((u₁ + 1)/2 ~ Beta((d−1)/2, (d−1)/2); for d = 1, a fair sign), Bonferroni over the two."""
+    if len(noise) == 0:
+        return 1.0
     z = np.asarray(noise, dtype=float).reshape(len(noise), -1)
     n, d = z.shape
-    if n == 0:
-        return 1.0
     radius = np.linalg.norm(z, axis=1)
     p_radius = stats.kstest(radius, stats.gamma(a=d, scale=1.0 / eta).cdf).pvalue
     unit = z[:, 0] / np.maximum(radius, 1e-300)
