@@ -104,6 +104,8 @@ def test_wilson_bound_is_the_ratio_of_wilson_score_interval_ends(kx, kxp, n, del
     got = float(wilson_epsilon_lower_bound(np.array(kx), np.array(kxp), n, delta=delta))
     assert got == pytest.approx(math.log((lo - delta) / hi), rel=1e-9)
     assert got < float(epsilon_point_estimate(kx, kxp, n, delta))
+    if delta == 0.0:  # the default δ is 0
+        assert float(wilson_epsilon_lower_bound(np.array(kx), np.array(kxp), n)) == got
     wider = float(wilson_epsilon_lower_bound(np.array(kx), np.array(kxp), n, z=3.0, delta=delta))
     assert wider < got  # a higher confidence is a lower bound
 
