@@ -68,10 +68,23 @@ def draw_repetitions(mean: float, distribution: str | float, rng: np.random.Gene
     gamma = _gamma_truncated_negative_binomial(shape, mean)  # the γ the accountant analyses
     if shape == 0:  # P[K = k] ∝ (1 - γ)^k / k
         return int(rng.logseries(1 - gamma))
-    while True:  # P[K = k] ∝ C(k + η - 1, k) (1 - γ)^k, conditioned on K ≥ 1
-        k = int(rng.negative_binomial(shape, gamma))
-        if k >= 1:
-            return k
+    return _truncated_negative_binomial(shape, 1 - gamma, rng.random())
+
+
+def _truncated_negative_binomial(shape: float, q: float, u: float) -> int:
+    """The k ≥ 1 where the CDF of P[K = k] ∝ C(k + η - 1, k) q^k first reaches ``u`` ∈ [0, 1).
+
+    Inverse-CDF sampling (O(mean) steps), exact as γ = 1 - q → 1 (a mean near 1), where drawing
+    the untruncated law until K ≥ 1 would loop for ever: at γ = 1 every draw is 0.
+    """
+    target = u * math.expm1(-shape * math.log1p(-q))  # u · Σ_{k≥1} C(k + η - 1, k) q^k
+    k, term = 1, shape * q
+    total = term
+    while total < target and term > 0:
+        term *= (k + shape) / (k + 1) * q
+        k += 1
+        total += term
+    return k
 
 
 def release_best_ledger(candidates: Ledger, selection: str, metric: str | None,

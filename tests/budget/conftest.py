@@ -119,3 +119,11 @@ def budget_plugins(monkeypatch):
     dpkit.contract.plugins.reset()
     yield dpkit.contract.plugins.get_registry()
     dpkit.contract.plugins.reset()
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An empty budget store on an SQLite file."""
+    from dpkit.budget.store import BudgetStore
+
+    return BudgetStore(tmp_path / "s.sqlite")

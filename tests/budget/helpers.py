@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dpkit.budget import chain
 from dpkit.budget.filter import filter_epsilon_by_relation
 from dpkit.budget.store import BudgetStore
+from dpkit.data.records import record_hashes
 
 
 def write_spec(folder: Path, name: str = "s", *, data: str = "{name: toy_text, params: {n_docs: 16}}",
@@ -60,3 +62,14 @@ def run_path(path, out=None, **kwargs):
 
     registry = get_registry()
     return run_spec(load_spec(path, registry=registry), out, show_progress=False, registry=registry, **kwargs)
+
+
+def docs(first: int, last: int) -> frozenset[str]:
+    """The hashes of the test documents numbered ``first`` to ``last - 1`` (DATASET's are 0–49)."""
+    return record_hashes(f"a test document number {i}" for i in range(first, last))
+
+
+def log(store: BudgetStore) -> list[chain.Entry]:
+    """Every entry of the store's log, in order."""
+    with store.backend.transaction(write=False) as run:
+        return chain.read_log(run, store.where)

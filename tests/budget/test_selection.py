@@ -108,3 +108,106 @@ def test_a_private_score_without_noise_has_no_guarantee():
     assert "without noise" in chosen.no_guarantee_reasons[0]
     with pytest.raises(AccountingError, match="unknown selection"):
         release_best_ledger(candidates(), "oracle", "accuracy")
+
+
+def small_k_law(mean: float, distribution: str | float, k: int) -> float:
+    """P[K = k] of the repetitions the bound analyses (the accountant's γ; Poisson: Poisson(mean))."""
+    from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
+
+    if distribution == "poisson":
+        return math.exp(-mean) * mean ** k / math.factorial(k)
+    shape = {"logarithmic": 0.0, "geometric": 1.0}.get(distribution, distribution)
+    gamma = _gamma_truncated_negative_binomial(shape, mean)
+
+    def weight(j: int) -> float:
+        if shape == 0:
+            return (1 - gamma) ** j / j
+        return math.comb(j + int(shape) - 1, j) * (1 - gamma) ** j
+
+    return weight(k) / sum(weight(j) for j in range(1, 5000))
+
+
+@pytest.mark.parametrize("distribution", ["poisson", "geometric", "logarithmic", 2.0, 0.0, 1])
+def test_small_numbers_of_repetitions_are_drawn_as_often_as_the_bound_assumes(distribution):
+    rng = np.random.default_rng(1)
+    draws = np.array([draw_repetitions(4.0, distribution, rng) for _ in range(4000)])
+    for k in (0, 1, 2):
+        p = small_k_law(4.0, distribution, k) if k or distribution == "poisson" else 0.0
+        assert abs((draws == k).mean() - p) <= 5 * math.sqrt(p * (1 - p) / len(draws)) + 1e-12, k
+
+
+@pytest.mark.parametrize("shape", [-0.5, math.nan])
+def test_a_shape_below_zero_or_not_a_number_is_refused(shape):
+    with pytest.raises(AccountingError, match=r"the shape of the repetitions must be ≥ 0, got"):
+        repeat_and_select(DpGuarantee.pure(1.0).event, 10.0, shape)
+    with pytest.raises(AccountingError, match="shape of the repetitions"):
+        draw_repetitions(10.0, shape, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("mean", [0.5, math.inf, math.nan])
+def test_a_mean_below_one_or_not_finite_is_refused(mean):
+    with pytest.raises(AccountingError, match=r"the mean number of repetitions must be a finite "
+                                              r"number ≥ 1, got"):
+        repeat_and_select(DpGuarantee.pure(1.0).event, mean, "geometric")
+
+
+@pytest.mark.parametrize("mean", [0.5, math.nan])
+def test_drawing_with_a_mean_below_one_is_refused(mean):
+    with pytest.raises(AccountingError, match=r"the mean number of repetitions must be ≥ 1, got"):
+        draw_repetitions(mean, "poisson", np.random.default_rng(0))
+
+
+def test_the_event_is_dp_accountings_with_the_mean_and_shape_it_was_given():
+    run = DpGuarantee.pure(1.0).event
+    for distribution, shape in (("logarithmic", 0.0), ("geometric", 1.0), ("poisson", math.inf),
+                                (2, 2.0)):
+        event = repeat_and_select(run, 7, distribution)
+        assert (event.event, event.mean, event.shape) == (run, 7.0, shape)
+        assert type(event.mean) is float and type(event.shape) is float
+
+
+def test_the_search_is_composed_at_the_given_delta_and_orders():
+    run = dp_accounting.GaussianDpEvent(2.0)
+    search = repeat_and_select(run, 10.0, "geometric")
+    orders = [2.0, 4.0, 8.0, 16.0]
+    expected = composed_accountant(search, "rdp", orders).get_epsilon(1e-6)
+    assert best_of_random_runs(run, 10.0, 1e-6, "geometric", orders) == expected
+    assert best_of_random_runs(run, 10.0, 1e-3, "geometric", orders) < expected
+    assert best_of_random_runs(run, 10.0, 1e-6) == best_of_random_runs(run, 10.0, 1e-6, "poisson")
+
+
+def test_the_chosen_ledger_is_composed_as_the_candidates_are():
+    """The candidates' δ, accountant and relation, every spend with its label and count."""
+    grid = Ledger(delta=1e-7, accountant="pld", neighboring="replace_one")
+    grid.spend(DpGuarantee(dp_accounting.GaussianDpEvent(3.0)), "cell a", count=4)
+    grid.spend(DpGuarantee.pure(0.25), "cell b", count=2)
+    for selection in ("public", "private"):
+        chosen = release_best_ledger(grid, selection, "accuracy", score_in_ledger=True)
+        assert (chosen.delta_target, chosen.accountant, chosen.neighboring) == (1e-7, "pld",
+                                                                                "replace_one")
+        assert chosen.spends == grid.spends
+        assert chosen.epsilon() == grid.epsilon()
+
+
+def test_a_private_unnoised_choice_is_recorded_with_its_metric_and_the_missing_bound():
+    chosen = release_best_ledger(candidates(), "private", "accuracy")
+    assert chosen.spends[:-1] == candidates().spends and chosen.spends[-1].label == "selection"
+    (reason,) = chosen.no_guarantee_reasons
+    assert reason == ("the best cell is chosen by 'accuracy' on private data without noise; no DP "
+                      "bound covers that choice (Papernot & Steinke's needs a DP score and a "
+                      "random number of runs)")
+    with pytest.raises(AccountingError, match="unknown selection 'oracle'; use one of none, "
+                                              "public, private"):
+        release_best_ledger(candidates(), "oracle", "accuracy")
+    with pytest.raises(AccountingError, match="unknown distribution 'uniform'; use one of "
+                                              "logarithmic, geometric, poisson or a shape η ≥ 0"):
+        repeat_and_select(DpGuarantee.pure(1.0).event, 10.0, "uniform")
+
+
+def test_a_mean_of_one_repetition_draws_one_at_once():
+    """At mean 1 the truncated law is K = 1 (γ = 1 for the geometric): drawing the untruncated law
+    until K ≥ 1 looped for ever there, and for as long as 1/(1 - γ^η) draws near it."""
+    rng = np.random.default_rng(3)
+    for distribution in ("geometric", "logarithmic", 2.0, 0.5):
+        assert [draw_repetitions(1.0, distribution, rng) for _ in range(20)] == [1] * 20
+    assert draw_repetitions(1.0 + 1e-12, 3.0, rng) == 1
