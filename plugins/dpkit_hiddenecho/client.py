@@ -86,17 +86,24 @@ class SplitClient:
         received, needs_grad = self.upload(noisy, mask)
         for i in needs_grad:
             received[i].requires_grad_(True)
-        out, logits = self.forward(clean, received, mask)
-        task = nn.functional.cross_entropy(logits, labels)
-        idx = sample_tokens(mask, self.layout.mine_tokens, self.generator)
-        client_ib = ib_term(self.modules.mine_out, token_rows(out, idx), received, idx,
-                            self.layout.mine_steps, self.generator, self.critic_bounds)
-        (task - self.layout.ib_alpha * self.layout.ib_beta * client_ib).backward()
+        task, objective = self.objective(clean, received, mask, labels)
+        objective.backward()
         grads = [received[i].grad if received[i].grad is not None
                  else torch.zeros_like(received[i]) for i in needs_grad]
         self.wire.send("gradients", torch.stack(grads) if grads else torch.zeros(0))
         self.wire.end_batch()
         return float(task.detach())
+
+    def objective(self, clean: torch.Tensor, received: list[torch.Tensor], mask: torch.Tensor,
+                  labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The task loss and what the client minimises: the task loss less α·β·I(H^den; H^dn)
+        (MINE, on tokens sampled from the client's training generator)."""
+        out, logits = self.forward(clean, received, mask)
+        task = nn.functional.cross_entropy(logits, labels)
+        idx = sample_tokens(mask, self.layout.mine_tokens, self.generator)
+        client_ib = ib_term(self.modules.mine_out, token_rows(out, idx), received, idx,
+                            self.layout.mine_steps, self.generator, self.critic_bounds)
+        return task, task - self.layout.ib_alpha * self.layout.ib_beta * client_ib
 
     @torch.no_grad()
     def logits(self, noisy: torch.Tensor, clean: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -117,16 +117,13 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
     def run(self, ctx) -> dpkit.DefenseResult:
         """Privatize, fine-tune through ``ctx.wire``, evaluate; metrics and the attacks' truth."""
         declare_releases(self, ctx)
-        p, model, st = self.params, ctx.model, self._prepared(ctx)
+        model, st = ctx.model, self._prepared(ctx)
         space, texts, ids = st.space, st.texts, st.ids
         data = {s: privatize_split(model, ids[s], texts[s][1], st.mechanism, space,
                                    ctx.noise_generator(f"hiddenecho/noise/{s}")) for s in texts}
-        n_classes = len(ctx.dataset.label_names or ()) or int(data["train"].labels.max()) + 1
         fit, val = hold_out(data["train"], st.n_val)
         layout = self.layout(model, fit, ctx)
-        pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
-        client = SplitClient(model, layout, n_classes, pooling, ctx.wire,
-                             ctx.generator("hiddenecho/mine", "cpu"))
+        client = self.split_client(layout, data["train"], ctx)
         metrics, curves = self.train(client, fit, val, ctx)
         scores, truth, sent = self.evaluate(client, data["test"])
         metrics.update(scores)
@@ -139,6 +136,15 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
                                      wire_bytes=ctx.wire.summary())
         attach_curves(result, curves)
         return result
+
+    def split_client(self, layout: Layout, train, ctx) -> SplitClient:
+        """The client's modules on ``ctx.wire``: the task's classes and pooling (training choices;
+        its MINE critics sample tokens from a public training stream, no release's noise)."""
+        p, model = self.params, ctx.model
+        n_classes = len(ctx.dataset.label_names or ()) or int(train.labels.max()) + 1
+        pooling = ("last" if model.causal else "mean") if p.pooling == "auto" else p.pooling
+        return SplitClient(model, layout, n_classes, pooling, ctx.wire,
+                           ctx.generator("hiddenecho/mine", "cpu"))
 
     def evaluate(self, client: SplitClient, split
                  ) -> tuple[dict[str, float], torch.Tensor, torch.Tensor]:

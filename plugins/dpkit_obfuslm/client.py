@@ -17,13 +17,12 @@ class ObfusClient:
         self.key = key
         self.max_length = max_length
 
-    def original_ids(self, texts: list[str], labels: list[int] | None = None,
-                     batch_size: int = 512) -> Encoded:
-        """Plain token ids (padded to the longest text, at most ``max_length``)."""
+    def original_ids(self, texts: list[str], labels: list[int] | None = None) -> Encoded:
+        """Plain token ids of one or more texts (padded to the longest, at most ``max_length``)."""
         enc = self.model.tokenizer(list(texts), padding="max_length", truncation=True,
                                    max_length=self.max_length, return_tensors="pt")
         ids, mask = enc["input_ids"], enc["attention_mask"]
-        width = max(int(mask.sum(1).max()), 1) if len(texts) else 1
+        width = max(int(mask.sum(1).max()), 1)
         lab = None if labels is None else torch.tensor(labels, dtype=torch.long)
         return Encoded(ids[:, :width], mask[:, :width], lab)
 

@@ -20,10 +20,6 @@ from dpkit_obfuslm.params import ObfuscationParams, ObfusLMParams, TrainParams
 from dpkit_obfuslm.server import ClassifierServer
 
 
-
-
-
-
 def _split(ctx, p: TrainParams):
     data = ctx.dataset
     train, test = data["train"], data["test"]
@@ -92,17 +88,21 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     wire.phase = "run"
     report = wire.send("fine_tune")
     curve = TrainingCurve.from_dict(report["curve"])
-    metrics.update(train_loss=curve.final_train, train_s=float(report["train_s"]),
-                   train_examples=float(len(st.train)),
-                   validation_examples=float(len(st.validation)))
-    metrics.update(_epochs(curve, p, len(st.train)))
-    predictions = wire.send("predictions")
-    metrics["accuracy"] = float((predictions.cpu() == st.test.labels).float().mean())
+    metrics.update(_scores(report, curve, wire.send("predictions"), st, p))
     documents = [doc for _, split in splits for doc in split.documents()][:p.attack_docs]
     truth = {"token_ids": [st.key.decode(doc) for doc in documents], "vocab_key": st.key.forward}
     result = dpkit.DefenseResult(metrics=metrics, truth=truth, wire_bytes=wire.summary())
     attach_curves(result, [curve])
     return result
+
+
+def _scores(report: dict, curve: TrainingCurve, predictions, st: SimpleNamespace,
+            p: TrainParams) -> dict[str, float]:
+    """The fine-tuning's loss, time, sizes and epochs, and the test accuracy of the predictions."""
+    return {"train_loss": curve.final_train, "train_s": float(report["train_s"]),
+            "train_examples": float(len(st.train)), "validation_examples": float(len(st.validation)),
+            **_epochs(curve, p, len(st.train)),
+            "accuracy": float((predictions.cpu() == st.test.labels).float().mean())}
 
 
 def _epochs(curve, p: TrainParams, n_train: int) -> dict[str, float]:
