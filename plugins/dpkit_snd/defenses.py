@@ -61,12 +61,14 @@ class _SplitDefense(dpkit.Component):
         return client, train, test
 
     def releases(self, ctx) -> list[Release]:
-        """Every token of the train and test texts, each privatized once, plus the masks."""
+        """Every token of the train and test texts, each privatized once, plus the masks: a
+        token is a row of the embeddings ``[B, n, d]`` or an element of the ids ``[B, n]``."""
         client, train, test = self._setup(ctx)
+        embeddings = self.upload == "embeddings"
         return [Release(self.upload, self._guarantee(ctx, client),
                         f"{self.name}: token {self.upload} (train + test texts)",
-                        count=train.n_tokens + test.n_tokens,
-                        padding=0.0 if self.upload == "embeddings" else PAD_ID)]
+                        count=train.n_tokens + test.n_tokens, unit="row" if embeddings else "element",
+                        padding=0.0 if embeddings else PAD_ID)]
 
     def _guarantee(self, ctx, client):
         return self._mechanism(ctx, client, self.params.eta).guarantee(client.space)
