@@ -100,6 +100,12 @@ def test_tokembpriv_sends_each_batch_privatized_from_the_secret_stream(
     assert n_tokens < sum(len(client.batches([t], 1)[0][1].nonzero()) for t in
                           [*ctx.dataset["train"].texts, *ctx.dataset["test"].texts])  # limits bite
     assert res.metrics["clip_bound"] == (client.clip_bound if clip else math.inf)
+    lengths = torch.cat([m.sum(1) for _, m in batches]).float()  # tokens per text read
+    assert res.metrics["tokens_per_doc"] == pytest.approx(float(lengths.mean()))
+    # the per-text bound: η per token over the longest text, each token moved at most 2C
+    longest = float(lengths.max())
+    assert res.metrics["eta_per_doc_max"] == eta * longest
+    assert res.metrics["epsilon_doc_bound"] == eta * longest * 2 * client.clip_bound
     assert res.wire_bytes == ctx.wire.summary()
 
 
@@ -139,5 +145,6 @@ def test_clean_sends_the_clean_batches_and_declares_them_without_a_guarantee(
         assert torch.equal(tensor, client.embed(ids).masked_fill(~mask.bool().unsqueeze(-1), 0))
     (spend,) = ctx.ledger.spends
     assert spend.guarantee == NoGuarantee(defenses.SnDClean.REASON)
+    assert res.metrics["eta_per_doc_max"] == res.metrics["epsilon_doc_bound"] == math.inf
     assert spend.count == ctx.wire.units["embeddings"] == sum(int(m.sum()) for _, m in batches)
     assert res.wire_bytes == ctx.wire.summary() and "mi" not in res.metrics
