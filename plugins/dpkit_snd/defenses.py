@@ -98,7 +98,7 @@ class _NoisyDefense(_SplitDefense):
         @torch.no_grad()
         def method(ids, mask, x, upload):
             p = privatize_tokens(mech, x, mask, space=client.space, generator=gen)
-            return post(p, upload(p.x_priv), client)
+            return post(p, upload(p.x_priv))
 
         metrics, truth, classifier = evaluate(ctx, client, self.params, train, test, method)
         metrics.update(extra, clip_bound=client.clip_bound if self.params.clip else float("inf"),
@@ -108,7 +108,7 @@ class _NoisyDefense(_SplitDefense):
     def _prepare(self, ctx, client):
         """Train/load what the method needs; returns (extra metrics, post-processing of the
         server's pooled answer, curves)."""
-        def post(p, e, client):
+        def post(p, e):
             return Step(p.x_priv, e, e, p.noise)
         return {}, post, []
 
@@ -129,7 +129,7 @@ class SnD(_NoisyDefense):
     def _prepare(self, ctx, client):
         model, info, curve = denoising.snd_denoiser(ctx, client, self.params, self._mechanism)
 
-        def post(p, e_n, client):
+        def post(p, e_n):
             return Step(p.x_priv, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
         return info, post, [curve]
 
@@ -145,7 +145,7 @@ class ServerDenoise(_NoisyDefense):
         report = ctx.wire.send("denoiser_report")  # the server trained (or loaded) its denoiser
         curve = TrainingCurve.from_dict(report["curve"])
 
-        def post(p, e, client):
+        def post(p, e):
             return Step(p.x_priv, e, e, p.noise)
         return dict(report["info"]), post, [curve]
 

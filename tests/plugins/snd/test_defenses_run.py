@@ -148,3 +148,26 @@ def test_clean_sends_the_clean_batches_and_declares_them_without_a_guarantee(
     assert res.metrics["eta_per_doc_max"] == res.metrics["epsilon_doc_bound"] == math.inf
     assert spend.count == ctx.wire.units["embeddings"] == sum(int(m.sum()) for _, m in batches)
     assert res.wire_bytes == ctx.wire.summary() and "mi" not in res.metrics
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One artifact cache for the module (each denoiser trains once)."""
+    return tmp_path_factory.mktemp("snd-run-cache")
+
+
+@pytest.mark.parametrize("name", ["snd", "snd_server_denoise"])
+def test_a_denoising_run_sends_the_same_uploads_and_reports_its_denoiser(
+        registry, make_ctx, small, cache, name):
+    """SnD denoises on the client, the ablation on the server: the same privatized uploads cross,
+    and the run reports the denoiser it used (its group, its cache hit, its training curve)."""
+    _, denoiser = small
+    raw = {"eta": 60.0, "eta_groups": [[50.0, 100.0]], "denoiser": denoiser}
+    factory = lambda **kw: make_ctx(cache=cache, **kw)  # noqa: E731
+    res, ctx, _, sent, _ = run_cell(registry, factory, small, name, "embeddings", **raw)
+    tok, *_, tok_sent, _ = run_cell(registry, factory, small, "tokembpriv", "embeddings",
+                                    eta=60.0, clip=True)
+    assert all(torch.equal(a, b) for a, b in zip(sent, tok_sent))  # one stream, one clip
+    assert res.metrics["denoiser_group"] == 0.0 and "denoiser_cached" in res.metrics
+    curves = [c["component"] for c in res.training_curves]
+    assert len(curves) == 2 and curves[0] == tok.training_curves[0]["component"]
