@@ -48,9 +48,14 @@ def run_cell(registry, make_ctx, small, name: str, upload: str, **raw):
     sent = spy_sends(ctx, upload)
     result = registry.build("defense", name, params).run(ctx)
     read = make_ctx(dataset=data)
-    batches = [b for split, n in (("train", READ["train_examples"]), ("test", READ["test_examples"]))
-               for b in load_split(read, client, split, n, params["batch_size"]).batches]
+    train, test = (load_split(read, client, split, READ[f"{split}_examples"], params["batch_size"])
+                   for split in ("train", "test"))
+    batches = train.batches + test.batches
     assert len(sent) == len(batches) > 2
+    # the attacks' ground truth: the first test tokens the server kept, the texts' labels
+    shown = torch.cat([ids[mask.bool()] for ids, mask in test.batches])[:READ["view_tokens"]]
+    assert torch.equal(result.truth["token_ids"], shown)
+    assert torch.equal(result.truth["attributes"], test.labels)
     return result, ctx, client, sent, batches
 
 
