@@ -61,12 +61,14 @@ class _SplitDefense(dpkit.Component):
         return client, train, test
 
     def releases(self, ctx) -> list[Release]:
-        """Every token of the train and test texts, each privatized once, plus the masks."""
+        """Every token of the train and test texts, each privatized once, plus the masks: a
+        token is a row of the embeddings ``[B, n, d]`` or an element of the ids ``[B, n]``."""
         client, train, test = self._setup(ctx)
+        embeddings = self.upload == "embeddings"
         return [Release(self.upload, self._guarantee(ctx, client),
                         f"{self.name}: token {self.upload} (train + test texts)",
-                        count=train.n_tokens + test.n_tokens,
-                        padding=0.0 if self.upload == "embeddings" else PAD_ID)]
+                        count=train.n_tokens + test.n_tokens, unit="row" if embeddings else "element",
+                        padding=0.0 if embeddings else PAD_ID)]
 
     def _guarantee(self, ctx, client):
         return self._mechanism(ctx, client, self.params.eta).guarantee(client.space)
@@ -96,7 +98,7 @@ class _NoisyDefense(_SplitDefense):
         @torch.no_grad()
         def method(ids, mask, x, upload):
             p = privatize_tokens(mech, x, mask, space=client.space, generator=gen)
-            return post(p, upload(p.x_priv), client)
+            return post(p, upload(p.x_priv))
 
         metrics, truth, classifier = evaluate(ctx, client, self.params, train, test, method)
         metrics.update(extra, clip_bound=client.clip_bound if self.params.clip else float("inf"),
@@ -106,7 +108,7 @@ class _NoisyDefense(_SplitDefense):
     def _prepare(self, ctx, client):
         """Train/load what the method needs; returns (extra metrics, post-processing of the
         server's pooled answer, curves)."""
-        def post(p, e, client):
+        def post(p, e):
             return Step(p.x_priv, e, e, p.noise)
         return {}, post, []
 
@@ -127,7 +129,7 @@ class SnD(_NoisyDefense):
     def _prepare(self, ctx, client):
         model, info, curve = denoising.snd_denoiser(ctx, client, self.params, self._mechanism)
 
-        def post(p, e_n, client):
+        def post(p, e_n):
             return Step(p.x_priv, e_n, model(e_n, p.x_priv, p.noise, p.mask), p.noise)
         return info, post, [curve]
 
@@ -143,7 +145,7 @@ class ServerDenoise(_NoisyDefense):
         report = ctx.wire.send("denoiser_report")  # the server trained (or loaded) its denoiser
         curve = TrainingCurve.from_dict(report["curve"])
 
-        def post(p, e, client):
+        def post(p, e):
             return Step(p.x_priv, e, e, p.noise)
         return dict(report["info"]), post, [curve]
 
