@@ -41,26 +41,29 @@ class InProcessChannel:
         self.host = None  # type: ignore[assignment]
 
 
-def _serve(conn: Any, init: bytes, threads: int) -> None:
+def _serve(conn: Any, init: bytes, threads: int, scratch: str) -> None:
     """The server process: build the host, then answer requests until the pipe closes."""
     import torch
 
     torch.set_num_threads(threads)
-    scratch = private_temp_folder()
-    try:
-        _answer(conn, init, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    use_temp_folder(scratch)  # the client removes it when this process ends
+    _answer(conn, init, scratch)
 
 
 def private_temp_folder() -> str:
-    """A temp folder of this server's own (``$TMPDIR`` and :mod:`tempfile`'s): a confined server
-    cannot read the shared one."""
+    """A new temp folder for one server, made by the client (which removes it when the server
+    ends: a confined server may not remove an entry of the shared temp folder)."""
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="dpkit-server-")
+    return tempfile.mkdtemp(prefix="dpkit-server-")
+
+
+def use_temp_folder(folder: str) -> None:
+    """Make ``folder`` this process's temp folder (``$TMPDIR`` and :mod:`tempfile`'s): a confined
+    server cannot read the shared one."""
+    import tempfile
+
     os.environ["TMPDIR"] = tempfile.tempdir = folder
-    return folder
 
 
 def _answer(conn: Any, init: bytes, scratch: str) -> None:
@@ -156,11 +159,17 @@ class ProcessChannel:
         shield_client()  # before the first server exists: no server can read this process
         ctx = _context(list(preload or []))
         self._conn, child = ctx.Pipe()
+        self._scratch = private_temp_folder()
         self._process = ctx.Process(target=_serve, daemon=True, name="dpkit-server",
-                                    args=(child, encode(init), torch.get_num_threads()))
+                                    args=(child, encode(init), torch.get_num_threads(),
+                                          self._scratch))
         self._process.start()
         child.close()
-        ready = raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+        try:
+            ready = raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+        except BaseException:
+            self.close()
+            raise
         self.confinement: str = ready.get("confinement", "")
         """How the server process is confined (``landlock ABI n``), or why it is not."""
 
@@ -189,6 +198,7 @@ class ProcessChannel:
             if self._process.is_alive():
                 self._process.kill()
                 self._process.join()
+            shutil.rmtree(self._scratch, ignore_errors=True)
 
     @property
     def pid(self) -> int | None:

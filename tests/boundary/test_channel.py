@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 
-import dpkit.contract.plugins
 from dpkit.base.errors import ServerError
 from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+from dpkit.boundary.confine import landlock_abi
 from dpkit.release.codec import decode, encode, raise_if_error
-
-
-@pytest.fixture
-def toy_registry(monkeypatch):
-    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
-    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries")
-    dpkit.contract.plugins.reset()
-    yield dpkit.contract.plugins.get_registry()
-    dpkit.contract.plugins.reset()
 
 
 def _init(registry, defense="toy_noise", **over):
@@ -67,3 +65,57 @@ def test_a_server_can_load_only_the_datasets_its_cell_approved(toy_registry):
     with pytest.raises(Exception, match="mechanisms and attacks only"):
         host.public.build("dataset", "toy_text")
     assert host.public.seed == 123 and host.server.public.model is not None
+
+
+_PROBE = """
+import json, os, sys
+from dpkit.boundary.channel import ProcessChannel
+from dpkit.contract.plugins import get_registry
+from dpkit.release.codec import decode, encode, raise_if_error
+
+spec = json.loads(sys.argv[1])
+out = {}
+for mode in ("auto", "off"):
+    channel = ProcessChannel({**spec["init"], "confine": mode, "plugins": dict(get_registry().modules)})
+    ask = {"op": "attack", "name": "path_probe", "params": {"paths": spec["paths"]}, "seed": 0}
+    seen = raise_if_error(decode(channel.request(encode(ask))))["guesses"]
+    channel.close()
+    out[mode] = {**seen, "confinement": channel.confinement, "left": os.path.exists(seen["temp"])}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(landlock_abi() == 0, reason="server confinement needs Linux with Landlock")
+def test_a_process_server_cannot_read_the_cells_private_corpus_and_has_its_own_temp(tmp_path):
+    cache = tmp_path / "cache"
+    files = {name: cache / name / "file" for name in (
+        "sources/public", "sources/private", "downloads/pypi/private==1", "shared/client")}
+    for path in files.values():
+        path.parent.mkdir(parents=True)
+        path.write_text("x")
+    artifacts = cache / "server-artifacts"
+    init = {"defense": "toy_noise", "params": {}, "model": {"name": "toy_space", "params": {}},
+            "datasets": [], "seed": 1, "device": "cpu", "artifacts": str(artifacts),
+            "public_paths": [], "private_paths": [str(cache / "sources/private"),
+                                                  str(cache / "downloads/pypi/private==1")]}
+    spec = {"init": init, "paths": {k: str(p) for k, p in files.items()}}
+    environ = {**{k: v for k, v in os.environ.items() if k != "DPKIT_SERVER_CONFINE"},
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "DPKIT_CACHE": str(cache),
+               "DPKIT_LOAD_PLUGINS": "", "DPKIT_BUDGET_STORE": "off",
+               "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy,sides=dpkit.testing.side_channels"}
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(spec)], env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    confined, control = seen["auto"], seen["off"]
+    assert confined["confinement"].startswith("landlock ABI")
+    assert confined["read"] == {"sources/public": "ok", "sources/private": "PermissionError",
+                                "downloads/pypi/private==1": "PermissionError",
+                                "shared/client": "PermissionError"}
+    assert set(control["read"].values()) == {"ok"}  # the tries are real: unconfined, all succeed
+    for one in (confined, control):  # a temp folder of its own, removed when it ends
+        assert Path(one["temp"]).name.startswith("dpkit-server-")
+        assert Path(one["temp"]).parent == Path(tempfile.gettempdir())
+        assert one["TMPDIR"] == one["temp"] and Path(one["written"]).parent == Path(one["temp"])
+        assert not one["left"]
+        assert one["shared"] == str(artifacts / "shared")  # dpkit.cached: the server's own folder
