@@ -3,9 +3,9 @@
 print, as JSON, how it confined itself, its capabilities and what each try gave ("ok" or the
 error's name). Argument: a JSON object of ``readable``, ``writable``, ``private``, ``mode``
 (the confinement's arguments), ``loose`` (a module file to import first, from a folder on no
-path), ``read``, ``list``, ``write``, ``truncate`` (name → path), ``move`` (name → [from, to]),
-``tcp_port``, ``abstract`` (an abstract Unix socket's name) and ``client`` (a process id to
-signal)."""
+path), ``preimport`` and ``import`` (modules to import before, and once confined), ``read``,
+``list``, ``write``, ``truncate`` (name → path), ``move`` (name → [from, to]), ``tcp_port``,
+``abstract`` (an abstract Unix socket's name) and ``client`` (a process id to signal)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,8 @@ def main(spec: dict) -> dict:
     assert loose is not None and loose.loader is not None
     sys.modules["loose_module"] = module = importlib.util.module_from_spec(loose)
     loose.loader.exec_module(module)
+    for name in spec["preimport"]:
+        importlib.import_module(name)
     how = confine_server(spec["readable"], spec["writable"], spec.get("mode"), spec["private"])
     return {"how": how, "status": _status(),
             "read": {name: _try(lambda p=path: Path(p).read_bytes())
@@ -55,7 +57,8 @@ def main(spec: dict) -> dict:
             "truncate": {name: _try(lambda p=path: os.truncate(p, 0))
                          for name, path in spec["truncate"].items()},
             "move": {name: _try(lambda m=move: os.rename(*m)) for name, move in spec["move"].items()},
-            "import": _try(lambda: importlib.import_module("colorsys")),  # not imported before
+            "import": {name: _try(lambda n=name: importlib.import_module(n))
+                       for name in spec["import"]},  # modules not imported before
             "tcp": _try(lambda: _connect(socket.AF_INET, ("127.0.0.1", spec["tcp_port"]))),
             "abstract": _try(lambda: _connect(socket.AF_UNIX, "\0" + spec["abstract"])),
             "signal": _try(lambda: os.kill(spec["client"], 0))}

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -65,8 +66,6 @@ def test_an_unknown_confinement_mode_is_refused_naming_the_variable(monkeypatch)
 
 
 def test_the_cells_private_corpus_is_named_by_its_artifacts_cache_folders(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
     from dpkit.boundary.session import private_cache_paths
     from dpkit.contract.plugins import get_registry
 
@@ -96,12 +95,14 @@ landlock_only = pytest.mark.skipif(_kernel_landlock_abi() == 0,
                                    reason="server confinement needs Linux with Landlock")
 
 
-def _python(code_or_script: list[str], **env: str) -> str:
+def _python(code_or_script: list[str], cwd: Path | None = None, extra_path: str = "",
+            **env: str) -> str:
     """Run a fresh Python on this process's module path (a mutant reaches it too)."""
     environ = {k: v for k, v in os.environ.items() if k != "DPKIT_SERVER_CONFINE"}
-    environ.update(PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **env)
+    paths = [*(p for p in sys.path if p), *([extra_path] if extra_path else [])]
+    environ.update(PYTHONPATH=os.pathsep.join(paths), **env)
     done = subprocess.run([sys.executable, *code_or_script], env=environ, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -125,7 +126,9 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                "client": tmp_path / "client" / "f", "loose module": tmp_path / "loose" / "mod.py",
                "loose sibling": tmp_path / "loose" / "sibling.txt",
                "writable file": tmp_path / "alone" / "file.txt",
-               "scratch a": tmp_path / "scratch" / "a" / "f", "scratch b": tmp_path / "scratch" / "b" / "f"}
+               "scratch a": tmp_path / "scratch" / "a" / "f", "scratch b": tmp_path / "scratch" / "b" / "f",
+               "cwd": tmp_path / "cwd" / "f", "here package": tmp_path / "cwd" / "herepkg" / "__init__.py",
+               "here later": tmp_path / "cwd" / "herepkg" / "later.py"}
     for path in places.values():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x = 1\n")
@@ -155,9 +158,13 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                                                          "writable file")},
                 "move": {"within scratch": [str(places["scratch a"]), str(places["scratch b"])],
                          "out of public": [str(places["public"]), str(tmp_path / "scratch" / "p")]},
+                "preimport": ["herepkg"], "import": ["colorsys", "dpkit.base.errors", "herepkg.later"],
                 "tcp_port": tcp.getsockname()[1], "abstract": name, "client": os.getpid()}
+        # on the path, tmp_path and cwd hold the working directory: not roots, but the package
+        # imported from there is (its own folder)
         out = _python([str(Path(__file__).with_name("confined_probe.py")), json.dumps(spec)],
-                      DPKIT_CACHE=str(cache))
+                      cwd=tmp_path / "cwd", DPKIT_CACHE=str(cache),
+                      extra_path=os.pathsep.join([str(tmp_path), str(tmp_path / "cwd")]))
     return json.loads(out), places
 
 
@@ -178,7 +185,8 @@ def test_a_confined_server_reads_writes_and_reaches_only_what_it_may(tmp_path):
     assert tried["how"] == f"landlock ABI {_kernel_landlock_abi()}"
     denied = "PermissionError"
     ok = {"sources/public-corpus", "downloads/pypi/public==1", "converted", "public", "scratch",
-          "dpkit", "editable", "loose module", "writable file", "scratch a", "scratch b"}
+          "dpkit", "editable", "loose module", "writable file", "scratch a", "scratch b",
+          "here package", "here later"}
     assert {k for k, v in tried["read"].items() if v == "ok"} == ok & set(tried["read"])
     assert set(tried["read"].values()) == {"ok", denied}
     assert tried["list"] == {"scratch": "ok", "client": denied}
@@ -188,7 +196,7 @@ def test_a_confined_server_reads_writes_and_reaches_only_what_it_may(tmp_path):
     assert tried["truncate"] == {"client": denied, "public": denied, "scratch": "ok",
                                  "writable file": "ok"}
     assert tried["move"] == {"within scratch": "ok", "out of public": denied}
-    assert tried["import"] == "ok"  # the Python installation stays readable
+    assert set(tried["import"].values()) == {"ok"}  # code stays readable
     assert (tried["tcp"], tried["signal"]) == (denied, denied)
     if _kernel_landlock_abi() >= 6:  # scoped abstract sockets and signals
         assert tried["abstract"] == denied
@@ -205,6 +213,7 @@ def test_control_with_confinement_off_every_try_succeeds(tmp_path):
     assert tried["how"] == "unconfined: DPKIT_SERVER_CONFINE=off"
     assert set(tried["read"].values()) == set(tried["write"].values()) == {"ok"}
     assert set(tried["truncate"].values()) == set(tried["move"].values()) == {"ok"}
+    assert set(tried["import"].values()) == {"ok"}
     assert (tried["tcp"], tried["abstract"], tried["signal"]) == ("ok", "ok", "ok")
     assert tried["status"]["NoNewPrivs"].strip() == "0"
 
@@ -239,3 +248,19 @@ def test_a_one_letter_public_folder_is_kept(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m").mkdir()
     assert public_paths({"path": "m"}, "") == [str(tmp_path / "m")]
+
+
+def test_an_empty_cache_gives_only_its_converted_models(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPKIT_CACHE", str(tmp_path))
+    assert model_and_artifact_caches() == [tmp_path / "converted"]
+
+
+def test_only_an_editable_installs_finder_maps_readable_folders(tmp_path, monkeypatch):
+    client = tmp_path / "client"
+    client.mkdir()
+    monkeypatch.setitem(sys.modules, "some_module_with_a_mapping",
+                        SimpleNamespace(MAPPING={"client": str(client)}))
+    assert not _reaches(readable_roots(), client / "file")
+    monkeypatch.setitem(sys.modules, "__editable___pkg_finder",
+                        SimpleNamespace(MAPPING={"pkg": str(client)}))
+    assert _reaches(readable_roots(), client / "file")

@@ -57,7 +57,7 @@ def test_a_public_dataset_sharing_records_with_the_private_one_is_refused(toy_re
     ctx = _ctx(toy_registry, tmp_path, dataset=private)
     defense = toy_registry.build("defense", "leak_private_data", {})
     with pytest.raises(PrivateDataError, match=r"asks for dataset 'toy_text', which shares \d+ "
-                       r"records with the cell's private dataset .*a server may only load public"):
+                       r"records with the cell's private dataset 'toy_text'; a server may only load public"):
         approved_datasets(defense, ctx)
     assert approved_datasets(defense, _ctx(toy_registry, tmp_path)) == [
         {"name": "toy_text", "params": {"n_docs": 48}}]  # no private dataset: nothing to share
@@ -104,3 +104,9 @@ def test_what_arrived_outside_the_wire_is_named_and_charged_infinite(messages, n
         f"{name}: the server received {messages.get(name, 0)} message(s), {nbytes.get(name, 0)} "
         f"bytes, but the runner's wire metered {counted[0]} message(s), {counted[1]} bytes: "
         "something crossed outside ctx.wire")
+
+
+def test_the_server_gets_the_public_datasets_it_asked_for(toy_registry, tmp_path):
+    init = init_payload(toy_registry.build("defense", "leak_private_data", {}), _ctx(toy_registry, tmp_path))
+    assert init["datasets"] == [{"name": "toy_text", "params": {"n_docs": 48}}]
+    assert init["public_paths"] == []  # none of their params names a file
