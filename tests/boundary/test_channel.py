@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from dpkit.base.errors import ServerError
-from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
 from dpkit.boundary.confine import landlock_abi
 from dpkit.release.codec import decode, encode, raise_if_error
 
@@ -54,8 +54,31 @@ def test_server_failures_come_back_with_their_traceback(toy_registry):
             _ask(channel, {"op": "attack", "name": "no_such_attack", "params": {}, "seed": 0})
     finally:
         channel.close()
-    with pytest.raises(ServerError, match="ComponentNotFound|unknown defense"):
+    with pytest.raises(ServerError, match="ComponentNotFoundError: unknown defense "
+                       "'no_such_defense'") as failed:  # the server's start failed
         ProcessChannel(_init(toy_registry, defense="no_such_defense"))
+    assert failed.value.kind == "ComponentNotFoundError"
+    assert "Traceback" in failed.value.remote_traceback
+
+
+def test_a_defense_class_the_registry_does_not_know_runs_in_process(toy_registry):
+    from dpkit.testing.toy import ToyNoise
+
+    class Unregistered(ToyNoise):
+        name = "unregistered_noise"
+
+    channel = InProcessChannel(_init(toy_registry, defense="unregistered_noise"), toy_registry,
+                               Unregistered)
+    assert _ask(channel, {"op": "tally"})["messages"] == {}
+
+
+def test_an_unknown_server_kind_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("DPKIT_SERVER", "thread")
+    with pytest.raises(ValueError, match="DPKIT_SERVER must be one of process, ray, inprocess, "
+                       "got 'thread'"):
+        channel_kind()
+    monkeypatch.delenv("DPKIT_SERVER")
+    assert channel_kind() == "process"
 
 
 def test_a_server_can_load_only_the_datasets_its_cell_approved(toy_registry):
@@ -93,7 +116,7 @@ def test_a_process_server_cannot_read_the_cells_private_corpus_and_has_its_own_t
     for path in files.values():
         path.parent.mkdir(parents=True)
         path.write_text("x")
-    artifacts = cache / "server-artifacts"
+    artifacts = cache / "not-yet" / "server-artifacts"  # made by each server, parents too
     init = {"defense": "toy_noise", "params": {}, "model": {"name": "toy_space", "params": {}},
             "datasets": [], "seed": 1, "device": "cpu", "artifacts": str(artifacts),
             "public_paths": [], "private_paths": [str(cache / "sources/private"),

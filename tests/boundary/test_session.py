@@ -1,4 +1,5 @@
-"""What the server process is given (public things only) and which cache folders it may not read."""
+"""What the server process is given (public things only), where it starts, what is asked of it,
+and the cross-check of what arrived against the meter."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pytest
 import torch
 
 from dpkit.accounting import Ledger
+from dpkit.base.errors import ServerError
+from dpkit.boundary.channel import InProcessChannel
 from dpkit.boundary.public import PrivateDataError
-from dpkit.boundary.session import approved_datasets, cross_check, init_payload
+from dpkit.boundary.session import (approved_datasets, connector, cross_check, init_payload,
+                                    privacy_of, private_cache_paths, remote_attack)
 from dpkit.contract.context import RunContext
 from dpkit.contract.privacy import PrivacySettings
 from dpkit.release.codec import decode, encode
@@ -82,9 +86,14 @@ def _wire(messages: dict, up: dict, down: dict):
 
 
 def test_what_arrived_as_the_meter_counted_charges_nothing():
-    wire = _wire({"rows": 2, "ask": 1}, {"rows": 256, "ask": 0}, {"rows": 999, "ask": 64})
+    wire = _wire({"rows": 2, "ask": 1, "idle": 0}, {"rows": 256, "ask": 0}, {"rows": 999, "ask": 64})
     assert cross_check(_Told({"rows": 2, "ask": 1}, {"rows": 256}), wire) == []
     assert wire.ledger.spends == ()
+
+
+def test_a_ledger_without_its_settings_gives_the_server_the_defaults():
+    assert privacy_of(SimpleNamespace(privacy=None, ledger=object())) == {"delta": 1e-5,
+                                                                         "accountant": "rdp"}
 
 
 @pytest.mark.parametrize("messages, nbytes, odd", [
@@ -92,7 +101,8 @@ def test_what_arrived_as_the_meter_counted_charges_nothing():
     ({"rows": 2, "ask": 1}, {"rows": 257}, ["rows"]),              # one byte more
     ({"rows": 2, "ask": 1, "side": 1}, {"rows": 256}, ["side"]),   # a name the meter never saw
     ({"rows": 2}, {"rows": 256, "ask": 8}, ["ask"]),               # bytes on a bodiless request
-    ({"rows": 1, "ask": 0}, {"rows": 128}, ["ask", "rows"])])       # fewer: the meter is off too
+    ({"rows": 1, "ask": 0}, {"rows": 128}, ["ask", "rows"]),       # fewer: the meter is off too
+    ({"rows": 2}, {"rows": 256}, ["ask"])])                        # a metered request never came
 def test_what_arrived_outside_the_wire_is_named_and_charged_infinite(messages, nbytes, odd):
     wire = _wire({"rows": 2, "ask": 1}, {"rows": 256, "ask": 0}, {"rows": 999})
     assert cross_check(_Told(messages, nbytes), wire) == odd
@@ -110,3 +120,129 @@ def test_the_server_gets_the_public_datasets_it_asked_for(toy_registry, tmp_path
     init = init_payload(toy_registry.build("defense", "leak_private_data", {}), _ctx(toy_registry, tmp_path))
     assert init["datasets"] == [{"name": "toy_text", "params": {"n_docs": 48}}]
     assert init["public_paths"] == []  # none of their params names a file
+
+
+class _Started:
+    """Stands in for a channel class: records what it was started with."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+@pytest.mark.parametrize("kind, variable, started, device", [
+    ("process", "inprocess", "ProcessChannel", "cpu"), (None, "process", "ProcessChannel", "cpu"),
+    (None, "ray", "RayChannel", "cpu"), ("ray", "process", "RayChannel", "cuda")])
+def test_the_server_starts_where_asked_with_the_public_init(toy_registry, tmp_path, monkeypatch,
+                                                            kind, variable, started, device):
+    import dpkit.boundary.ray_channel
+    import dpkit.boundary.session as session
+
+    monkeypatch.setenv("DPKIT_SERVER", variable)
+    monkeypatch.setattr(session, "ProcessChannel", type("ProcessChannel", (_Started,), {}))
+    monkeypatch.setattr(dpkit.boundary.ray_channel, "RayChannel", type("RayChannel", (_Started,), {}))
+    defense = toy_registry.build("defense", "toy_noise", {})
+    ctx = _ctx(toy_registry, tmp_path, device=torch.device(device))
+    channel = session.connector(kind)(defense, ctx)
+    assert type(channel).__name__ == started
+    assert channel.args == (init_payload(defense, ctx),)
+    if started == "RayChannel":
+        assert channel.kwargs == {"num_gpus": int(device == "cuda")}  # a CUDA cell's actor: one
+    else:  # the fork server imports the plug-ins and the defense's modules ahead
+        assert channel.kwargs == {"preload": [*sorted(set(toy_registry.modules.values())),
+                                              "dpkit.testing.toy", "dpkit.contract.server"]}
+
+
+def test_an_in_process_server_is_the_defenses_own_class_on_the_cells_registry(toy_registry,
+                                                                             tmp_path, monkeypatch):
+    from dpkit.testing.toy import ToyNoise
+
+    class Unregistered(ToyNoise):  # a test's defense, which no registry knows by name
+        name = "unregistered_noise"
+
+    monkeypatch.setenv("DPKIT_SERVER", "inprocess")
+    defense = Unregistered(Unregistered.Params())
+    for kind in ("inprocess", None):
+        channel = connector(kind)(defense, _ctx(toy_registry, tmp_path))
+        assert isinstance(channel, InProcessChannel)
+        assert channel.host.registry is toy_registry
+        assert type(channel.host.server).__name__ == "Server"  # the toy's passive server
+
+
+class _Asked:
+    """A channel that keeps each request and answers ``answer``."""
+
+    def __init__(self, answer: dict):
+        self.answer, self.requests = answer, []
+
+    def request(self, data: bytes) -> bytes:
+        self.requests.append(decode(data))
+        return encode(self.answer)
+
+
+def test_an_attack_runs_where_the_server_is_with_its_name_params_and_seed():
+    channel = _Asked({"guesses": torch.arange(3)})
+    out = remote_attack(channel, "toy_attack", {"k": 2}, 7)
+    assert channel.requests == [{"op": "attack", "name": "toy_attack", "params": {"k": 2},
+                                 "seed": 7}]
+    assert torch.equal(out["guesses"], torch.arange(3))
+    with pytest.raises(ServerError, match="the server raised KeyError: no such thing"):
+        remote_attack(_Asked({"__error__": "KeyError", "message": "no such thing"}), "a", {}, 0)
+
+
+def _defense_whose_server_asks_for(datasets):
+    """A toy defense (no registry knows it) whose server asks for ``datasets(params)``."""
+    from dpkit.contract.server import Server
+    from dpkit.testing.toy import ToyNoise
+
+    class AskingServer(Server):
+        @classmethod
+        def public_data(cls, params):
+            return datasets(params)
+
+    class Asking(ToyNoise):
+        name = "asking_noise"
+        server = AskingServer
+
+        class Params(ToyNoise.Params):
+            window: tuple[int, int] = (1, 2)  # crosses as JSON: a list
+
+    return Asking(Asking.Params(eta=1.0))
+
+
+def test_a_public_dataset_with_other_records_is_approved_with_its_params(toy_registry, tmp_path):
+    defense = _defense_whose_server_asks_for(lambda p: [("toy_text", {"seed": int(p.eta)})])
+    private = toy_registry.build("dataset", "toy_text", {}).load()
+    ctx = _ctx(toy_registry, tmp_path, dataset=private)
+    assert approved_datasets(defense, ctx) == [{"name": "toy_text", "params": {"seed": 1}}]
+
+
+def test_the_server_may_read_the_files_its_datasets_name_but_not_the_private_corpus(tmp_path):
+    local = tmp_path / "local-corpus"
+    local.mkdir()
+    defense = _defense_whose_server_asks_for(lambda p: [("local", {"files": [str(local)]})])
+    corpus = SimpleNamespace(artifact=SimpleNamespace(entry_dir=lambda: "/c/sources/corpus",
+                                                      download_dir=lambda: "/c/downloads/corpus"))
+    registry = SimpleNamespace(build=lambda kind, name, params: corpus)  # knows no modules
+    init = init_payload(defense, _ctx(registry, tmp_path, dataset_ref={"name": "corpus"}))
+    assert init["public_paths"] == [str(local.resolve())]
+    assert init["private_paths"] == ["/c/sources/corpus", "/c/downloads/corpus"]
+    assert init["plugins"] == {}
+    assert init["params"] == {"eta": 1.0, "fail": False, "sleep": 0.0, "window": [1, 2]}
+
+
+def test_the_private_corpus_is_the_artifact_of_the_dataset_the_cell_names():
+    built = []
+
+    def build(kind, name, params):
+        built.append((kind, name, params))
+        folders = SimpleNamespace(entry_dir=lambda: "/c/sources/x", download_dir=lambda: "/c/dl/x")
+        return SimpleNamespace(artifact=folders) if name == "pinned" else SimpleNamespace()
+
+    registry = SimpleNamespace(build=build)
+    ref = {"name": "pinned", "params": {"split": "b"}}
+    assert private_cache_paths(SimpleNamespace(registry=registry, dataset_ref=ref)) == [
+        "/c/sources/x", "/c/dl/x"]
+    assert built == [("dataset", "pinned", {"split": "b"})]
+    unpinned = {"name": "generated"}  # no artifact: nothing to hide
+    assert private_cache_paths(SimpleNamespace(registry=registry, dataset_ref=unpinned)) == []
+    assert private_cache_paths(SimpleNamespace(registry=registry)) == []  # no dataset named
