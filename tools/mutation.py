@@ -36,6 +36,7 @@ CONFIG = ROOT / "tools" / "mutation.toml"
 EQUIVALENT = ROOT / "tools" / "equivalent_mutants.toml"
 SCRATCH = ROOT / "build" / "mutation"
 KILLED = {"killed", "timeout", "caught by type check"}
+CHILD_HITS = "hooks"
 
 
 @dataclass
@@ -128,11 +129,17 @@ def prepare(module: Module) -> Path:
     mutmut = ["[tool.mutmut]", f"source_paths = {packages!r}",
               f"only_mutate = [{_scratch_path(module.path)!r}]",
               f"pytest_add_cli_args_test_selection = {module.tests!r}",
-              'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-p", "no:randomly"]',
+              'pytest_add_cli_args = ["-p", "no:cacheprovider", "-x", "-q", "-p", "no:randomly", '
+              '"-p", "mutation_hooks"]',
               'process_isolation = "forkserver"', "timeout_multiplier = 10.0",
               "timeout_constant = 30.0", "use_git_change_detection = false",
               f"also_copy = [{example_tests!r}]"]
     (work / "pyproject.toml").write_text(settings + "\n\n" + "\n".join(mutmut) + "\n")
+    hooks = work / CHILD_HITS  # a server process's trampoline hits (tools/mutation_hooks.py)
+    hooks.mkdir()
+    shutil.copy(ROOT / "tools" / "mutation_hooks.py", hooks)
+    (hooks / "sitecustomize.py").write_text("from mutation_hooks import install_in_child\n\n"
+                                            "install_in_child()\n")
     return work
 
 
@@ -141,10 +148,14 @@ def _scratch_path(path: str) -> str:
     return path.removeprefix("plugins/")
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg",
-               TOKENIZERS_PARALLELISM="false", PYTHONHASHSEED="0")
-    return env
+def _env(work: Path) -> dict[str, str]:
+    """Settings of mutmut's processes, and of the children they start (a cell's server): the
+    child-hits hooks on their path, so that the stats see which tests reach a server's code."""
+    hooks = str(work / CHILD_HITS)
+    path = os.pathsep.join(p for p in (hooks, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg",
+                TOKENIZERS_PARALLELISM="false", PYTHONHASHSEED="0", PYTHONPATH=path,
+                DPKIT_MUTATION_CHILD_HITS=str(work / CHILD_HITS / "hits.txt"))
 
 
 def mutant_sources(work: Path, module: Module) -> dict[str, tuple[str, str]]:
@@ -186,14 +197,14 @@ def run_module(module: Module, equivalents: list[dict], timeout: float | None = 
     cmd = ["nice", "-n", "10", *mutmut, "run", "--max-children", "1", *names]
     log = work / "mutmut.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=work, env=_env(), stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=work, env=_env(work), stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait()
-    results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=_env(),
+    results = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=_env(work),
                              capture_output=True, text=True).stdout
     score = Score(module.path, partial=proc.returncode is not None and proc.returncode < 0)
     sources = mutant_sources(work, module)

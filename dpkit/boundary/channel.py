@@ -41,26 +41,29 @@ class InProcessChannel:
         self.host = None  # type: ignore[assignment]
 
 
-def _serve(conn: Any, init: bytes, threads: int) -> None:
+def _serve(conn: Any, init: bytes, threads: int, scratch: str) -> None:
     """The server process: build the host, then answer requests until the pipe closes."""
     import torch
 
     torch.set_num_threads(threads)
-    scratch = private_temp_folder()
-    try:
-        _answer(conn, init, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    use_temp_folder(scratch)  # the client removes it when this process ends
+    _answer(conn, init, scratch)
 
 
 def private_temp_folder() -> str:
-    """A temp folder of this server's own (``$TMPDIR`` and :mod:`tempfile`'s): a confined server
-    cannot read the shared one."""
+    """A new temp folder for one server, made by the client (which removes it when the server
+    ends: a confined server may not remove an entry of the shared temp folder)."""
     import tempfile
 
-    folder = tempfile.mkdtemp(prefix="dpkit-server-")
+    return tempfile.mkdtemp(prefix="dpkit-server-")
+
+
+def use_temp_folder(folder: str) -> None:
+    """Make ``folder`` this process's temp folder (``$TMPDIR`` and :mod:`tempfile`'s): a confined
+    server cannot read the shared one."""
+    import tempfile
+
     os.environ["TMPDIR"] = tempfile.tempdir = folder
-    return folder
 
 
 def _answer(conn: Any, init: bytes, scratch: str) -> None:
@@ -162,8 +165,10 @@ class ProcessChannel:
         shield_client()  # before the first server exists: no server can read this process
         ctx = _context(list(preload or []))
         self._conn, child = ctx.Pipe()
+        self._scratch = private_temp_folder()
         self._process = ctx.Process(target=_serve, daemon=True, name="dpkit-server",
-                                    args=(child, encode(init), torch.get_num_threads()))
+                                    args=(child, encode(init), torch.get_num_threads(),
+                                          self._scratch))
         self._process.start()
         child.close()
         self._confinement: str | None = None
@@ -171,9 +176,14 @@ class ProcessChannel:
             self.wait_ready()
 
     def wait_ready(self) -> None:
-        """Wait until the server process is built and confined (raises why it could not be)."""
+        """Wait until the server process is built and confined (raises why it could not be,
+        after ending it)."""
         if self._confinement is None:
-            ready = raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+            try:
+                ready = raise_if_error(decode(self._receive(READY_TIMEOUT_S)))
+            except BaseException:
+                self.close()
+                raise
             self._confinement = str(ready.get("confinement", ""))
 
     @property
@@ -207,11 +217,11 @@ class ProcessChannel:
             self._conn.close()
         finally:
             if wait:
-                _reap(self._process)
+                _reap(self._process, self._scratch)
             else:
                 import threading
 
-                threading.Thread(target=_reap, args=(self._process,), daemon=True,
+                threading.Thread(target=_reap, args=(self._process, self._scratch), daemon=True,
                                  name="dpkit-server-reaper").start()
 
     @property
@@ -220,12 +230,14 @@ class ProcessChannel:
         return self._process.pid
 
 
-def _reap(process: Any) -> None:
-    """Wait for a server process whose pipe is closed to exit; kill it after 10 s."""
+def _reap(process: Any, scratch: str) -> None:
+    """Wait for a server process whose pipe is closed to exit (kill it after 10 s), then remove
+    its temp folder (a confined server cannot)."""
     process.join(timeout=10)
     if process.is_alive():
         process.kill()
         process.join()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 KINDS = ("process", "ray", "inprocess")

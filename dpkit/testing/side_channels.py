@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from dpkit.base.cache import cache_root, cached, content_key
+from dpkit.base.cache import SHARED_VARIABLE, cache_root, cached, content_key
 from dpkit.contract.hookspecs import hookimpl
 from dpkit.contract.params import Params
 from dpkit.contract.protocols import DefenseResult
@@ -215,6 +215,44 @@ class SecretProbe:
                                       and guesses["secret"] == truth["secret"])}
 
 
+class PathProbe:
+    """Runs where the server is, on any server: what it can read at ``paths`` (name → path), and
+    its temp folder (which must be its own, writable)."""
+
+    name = "path_probe"
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    class Params(Params):
+        """The paths to try."""
+
+        paths: dict[str, str] = {}
+
+    def __init__(self, params: Any):
+        self.params = params
+
+    def run(self, view: ServerView, ctx: Any) -> dict[str, Any]:
+        """``read``: name → ``ok`` or the error's name; ``temp``: the temp folder, ``TMPDIR``."""
+        import tempfile
+
+        def tried(path: str) -> str:
+            try:
+                Path(path).read_bytes()
+            except OSError as exc:
+                return type(exc).__name__
+            return "ok"
+
+        with tempfile.NamedTemporaryFile() as scratch:  # the server's own temp folder is writable
+            written = scratch.name
+        return {"read": {name: tried(path) for name, path in self.params.paths.items()},
+                "temp": tempfile.gettempdir(), "TMPDIR": os.environ.get("TMPDIR", ""),
+                "shared": os.environ.get(SHARED_VARIABLE, ""),
+                "written": written}
+
+    def score(self, guesses: dict[str, Any], truth: dict) -> dict[str, float]:
+        """Nothing to score: a probe for tests."""
+        return {}
+
+
 @hookimpl
 def dpkit_register_defenses(register):
     """The side-channel leaks."""
@@ -224,5 +262,6 @@ def dpkit_register_defenses(register):
 
 @hookimpl
 def dpkit_register_attacks(register):
-    """The secret probe."""
+    """The secret probe and the path probe."""
     register(SecretProbe)
+    register(PathProbe)

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 
-import dpkit.contract.plugins
 from dpkit.base.errors import ServerError
-from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
+from dpkit.boundary.confine import landlock_abi
 from dpkit.release.codec import decode, encode, raise_if_error
-
-
-@pytest.fixture
-def toy_registry(monkeypatch):
-    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
-    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries")
-    dpkit.contract.plugins.reset()
-    yield dpkit.contract.plugins.get_registry()
-    dpkit.contract.plugins.reset()
 
 
 def _init(registry, defense="toy_noise", **over):
@@ -56,8 +54,31 @@ def test_server_failures_come_back_with_their_traceback(toy_registry):
             _ask(channel, {"op": "attack", "name": "no_such_attack", "params": {}, "seed": 0})
     finally:
         channel.close()
-    with pytest.raises(ServerError, match="ComponentNotFound|unknown defense"):
+    with pytest.raises(ServerError, match="ComponentNotFoundError: unknown defense "
+                       "'no_such_defense'") as failed:  # the server's start failed
         ProcessChannel(_init(toy_registry, defense="no_such_defense"))
+    assert failed.value.kind == "ComponentNotFoundError"
+    assert "Traceback" in failed.value.remote_traceback
+
+
+def test_a_defense_class_the_registry_does_not_know_runs_in_process(toy_registry):
+    from dpkit.testing.toy import ToyNoise
+
+    class Unregistered(ToyNoise):
+        name = "unregistered_noise"
+
+    channel = InProcessChannel(_init(toy_registry, defense="unregistered_noise"), toy_registry,
+                               Unregistered)
+    assert _ask(channel, {"op": "tally"})["messages"] == {}
+
+
+def test_an_unknown_server_kind_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("DPKIT_SERVER", "thread")
+    with pytest.raises(ValueError, match="DPKIT_SERVER must be one of process, ray, inprocess, "
+                       "got 'thread'"):
+        channel_kind()
+    monkeypatch.delenv("DPKIT_SERVER")
+    assert channel_kind() == "process"
 
 
 def test_a_server_can_load_only_the_datasets_its_cell_approved(toy_registry):
@@ -67,3 +88,57 @@ def test_a_server_can_load_only_the_datasets_its_cell_approved(toy_registry):
     with pytest.raises(Exception, match="mechanisms and attacks only"):
         host.public.build("dataset", "toy_text")
     assert host.public.seed == 123 and host.server.public.model is not None
+
+
+_PROBE = """
+import json, os, sys
+from dpkit.boundary.channel import ProcessChannel
+from dpkit.contract.plugins import get_registry
+from dpkit.release.codec import decode, encode, raise_if_error
+
+spec = json.loads(sys.argv[1])
+out = {}
+for mode in ("auto", "off"):
+    channel = ProcessChannel({**spec["init"], "confine": mode, "plugins": dict(get_registry().modules)})
+    ask = {"op": "attack", "name": "path_probe", "params": {"paths": spec["paths"]}, "seed": 0}
+    seen = raise_if_error(decode(channel.request(encode(ask))))["guesses"]
+    channel.close()
+    out[mode] = {**seen, "confinement": channel.confinement, "left": os.path.exists(seen["temp"])}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(landlock_abi() == 0, reason="server confinement needs Linux with Landlock")
+def test_a_process_server_cannot_read_the_cells_private_corpus_and_has_its_own_temp(tmp_path):
+    cache = tmp_path / "cache"
+    files = {name: cache / name / "file" for name in (
+        "sources/public", "sources/private", "downloads/pypi/private==1", "shared/client")}
+    for path in files.values():
+        path.parent.mkdir(parents=True)
+        path.write_text("x")
+    artifacts = cache / "not-yet" / "server-artifacts"  # made by each server, parents too
+    init = {"defense": "toy_noise", "params": {}, "model": {"name": "toy_space", "params": {}},
+            "datasets": [], "seed": 1, "device": "cpu", "artifacts": str(artifacts),
+            "public_paths": [], "private_paths": [str(cache / "sources/private"),
+                                                  str(cache / "downloads/pypi/private==1")]}
+    spec = {"init": init, "paths": {k: str(p) for k, p in files.items()}}
+    environ = {**{k: v for k, v in os.environ.items() if k != "DPKIT_SERVER_CONFINE"},
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "DPKIT_CACHE": str(cache),
+               "DPKIT_LOAD_PLUGINS": "", "DPKIT_BUDGET_STORE": "off",
+               "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy,sides=dpkit.testing.side_channels"}
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(spec)], env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    confined, control = seen["auto"], seen["off"]
+    assert confined["confinement"].startswith("landlock ABI")
+    assert confined["read"] == {"sources/public": "ok", "sources/private": "PermissionError",
+                                "downloads/pypi/private==1": "PermissionError",
+                                "shared/client": "PermissionError"}
+    assert set(control["read"].values()) == {"ok"}  # the tries are real: unconfined, all succeed
+    for one in (confined, control):  # a temp folder of its own, removed when it ends
+        assert Path(one["temp"]).name.startswith("dpkit-server-")
+        assert Path(one["temp"]).parent == Path(tempfile.gettempdir())
+        assert one["TMPDIR"] == one["temp"] and Path(one["written"]).parent == Path(one["temp"])
+        assert not one["left"]
+        assert one["shared"] == str(artifacts / "shared")  # dpkit.cached: the server's own folder

@@ -1,0 +1,68 @@
+"""Run in a fresh process by tests/boundary/test_confine.py: confine this process as a server
+(:func:`dpkit.boundary.confine.confine_server`), then try each route a server must not take and
+print, as JSON, how it confined itself, its capabilities and what each try gave ("ok" or the
+error's name). Argument: a JSON object of ``readable``, ``writable``, ``private``, ``mode``
+(the confinement's arguments), ``loose`` (a module file to import first, from a folder on no
+path), ``preimport`` and ``import`` (modules to import before, and once confined), ``read``,
+``list``, ``write``, ``truncate`` (name → path), ``move`` (name → [from, to]), ``tcp_port``,
+``abstract`` (an abstract Unix socket's name) and ``client`` (a process id to signal)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+
+def _try(action) -> str:
+    try:
+        action()
+    except OSError as exc:
+        return type(exc).__name__
+    return "ok"
+
+
+def _status() -> dict[str, str]:
+    lines = Path("/proc/self/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if line.startswith(("Cap", "NoNewPrivs")))
+
+
+def _connect(family: int, address: object) -> None:
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(address)
+
+
+def main(spec: dict) -> dict:
+    """Confine, then try every route of ``spec``."""
+    from dpkit.boundary.confine import confine_server
+
+    loose = importlib.util.spec_from_file_location("loose_module", spec["loose"])
+    assert loose is not None and loose.loader is not None
+    sys.modules["loose_module"] = module = importlib.util.module_from_spec(loose)
+    loose.loader.exec_module(module)
+    for name in spec["preimport"]:
+        importlib.import_module(name)
+    how = confine_server(spec["readable"], spec["writable"], spec.get("mode"), spec["private"])
+    return {"how": how, "status": _status(),
+            "read": {name: _try(lambda p=path: Path(p).read_bytes())
+                     for name, path in spec["read"].items()},
+            "list": {name: _try(lambda p=path: os.listdir(p)) for name, path in spec["list"].items()},
+            "write": {name: _try(lambda p=path: Path(p).write_text("written"))
+                      for name, path in spec["write"].items()},
+            "truncate": {name: _try(lambda p=path: os.truncate(p, 0))
+                         for name, path in spec["truncate"].items()},
+            "move": {name: _try(lambda m=move: os.rename(*m)) for name, move in spec["move"].items()},
+            "import": {name: _try(lambda n=name: importlib.import_module(n))
+                       for name in spec["import"]},  # modules not imported before
+            "tcp": _try(lambda: _connect(socket.AF_INET, ("127.0.0.1", spec["tcp_port"]))),
+            "abstract": _try(lambda: _connect(socket.AF_UNIX, "\0" + spec["abstract"])),
+            "signal": _try(lambda: os.kill(spec["client"], 0))}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(json.loads(sys.argv[1]))))
