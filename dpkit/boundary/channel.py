@@ -47,7 +47,10 @@ def _serve(conn: Any, init: bytes, threads: int, scratch: str) -> None:
 
     torch.set_num_threads(threads)
     use_temp_folder(scratch)  # the client removes it when this process ends
-    _answer(conn, init, scratch)
+    try:
+        _answer(conn, init, scratch)
+    except BrokenPipeError:  # the client closed the pipe: it no longer needs this server
+        return
 
 
 def private_temp_folder() -> str:

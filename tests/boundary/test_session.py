@@ -347,3 +347,22 @@ def test_a_server_that_fails_to_build_is_reported_at_the_first_request(tmp_path,
             channel.request(b"")
     finally:
         channel.close()
+
+
+def test_only_a_process_server_starts_early_and_only_once(tmp_path, toy_plugins, monkeypatch):
+    """The early start returns at once (the server gets ready on its own), a second start keeps
+    the first server, and an in-process or Ray server is never started early."""
+    monkeypatch.setenv("DPKIT_SERVER", "process")
+    connect, opened = _opened(tmp_path, toy_plugins)
+    connect.start(opened.defense, opened.ctx)
+    early = connect._early[3]
+    try:
+        assert early._confinement is None  # not waited for
+        connect.start(opened.defense, opened.ctx)
+        assert connect._early[3] is early
+    finally:
+        connect.discard()
+    for kind in ("inprocess", "ray"):
+        other = connector(kind)
+        other.start(opened.defense, opened.ctx)
+        assert other._early is None
