@@ -156,6 +156,11 @@ def test_correlation_p_handles_constant_and_perfectly_correlated_columns():
     rounded = np.sqrt(5.0) + np.tile([0.0, 4.4e-16], 20)  # a norm equal but for its last bit
     assert _correlation_p(rounded, on_sphere) == 1.0
     assert _correlation_p(u, u) < 1e-12 and _correlation_p(u, -u) < 1e-12
+    four = np.array([1.0, -1.0, 1.0, -1.0])  # np.corrcoef gives exactly ±1: atanh must stay finite
+    assert _correlation_p(four, four) < 1e-6 and _correlation_p(four, -four) < 1e-6
+    assert _correlation_p(np.zeros(40), u) == 1.0 and _correlation_p(u, np.zeros(40)) == 1.0
+    huge = 1e8 + np.tile([0.0, 1.49e-8], 20)  # equal to 1e-16 of its size: constant
+    assert _correlation_p(huge, on_sphere) == 1.0
 
 
 def test_integer_dependence_compares_whole_rows_and_is_reproducible():
@@ -166,6 +171,15 @@ def test_integer_dependence_compares_whole_rows_and_is_reproducible():
     p, repeats = dependence(a, b, seed=3)
     assert repeats == 0 and p > 1e-3
     assert dependence(a, b, seed=3) == (p, 0) and dependence(a, b) == dependence(a, b, seed=0)
+
+
+def test_one_rare_token_paired_with_itself_is_evidence():
+    """The agreement test's null spread has a floor of half an agreement: with one rare token
+    among 20 and every other row alike, the null agrees in 18 or 20 rows; 20 observed is
+    significant."""
+    a = torch.zeros(20, dtype=torch.long)
+    a[0] = 1
+    assert dependence(a, a.clone())[0] < 1e-3
 
 
 def test_pair_tests_describe_their_rows_and_are_reproducible():
