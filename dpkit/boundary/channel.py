@@ -9,6 +9,7 @@ boundary costs (``bench/boundary.py``) and is refused for real runs unless asked
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import shutil
@@ -224,13 +225,26 @@ class ProcessChannel:
             else:
                 import threading
 
-                threading.Thread(target=_reap, args=(self._process, self._scratch), daemon=True,
-                                 name="dpkit-server-reaper").start()
+                reaper = threading.Thread(target=_reap, args=(self._process, self._scratch),
+                                          daemon=True, name="dpkit-server-reaper")
+                reaper.start()
+                _REAPERS.append(reaper)
 
     @property
     def pid(self) -> int | None:
         """The server process's id."""
         return self._process.pid
+
+
+_REAPERS: list[Any] = []
+
+
+@atexit.register
+def _finish_reaping() -> None:
+    """At exit, let the servers closed in the background end and their temp folders go (a
+    daemon thread would be stopped half-way)."""
+    for reaper in _REAPERS:
+        reaper.join(timeout=15)
 
 
 def _reap(process: Any, scratch: str) -> None:

@@ -142,3 +142,35 @@ def test_a_process_server_cannot_read_the_cells_private_corpus_and_has_its_own_t
         assert one["TMPDIR"] == one["temp"] and Path(one["written"]).parent == Path(one["temp"])
         assert not one["left"]
         assert one["shared"] == str(artifacts / "shared")  # dpkit.cached: the server's own folder
+
+
+REAP_PROBE = """
+import os
+os.environ["DPKIT_LOAD_PLUGINS"] = ""
+os.environ["DPKIT_EXTRA_PLUGINS"] = "toy=dpkit.testing.toy"
+if __name__ == "__main__":
+    import dpkit.contract.plugins
+    from dpkit.boundary.channel import ProcessChannel
+    from dpkit.boundary.session import close_soon
+
+    registry = dpkit.contract.plugins.get_registry()
+    channel = ProcessChannel({"defense": "toy_noise", "params": {}, "model": None,
+                              "datasets": [], "seed": 1, "device": "cpu",
+                              "plugins": dict(registry.modules)})
+    print(channel._scratch, flush=True)
+    close_soon(channel)  # the server ends in the background; this process exits at once
+"""
+
+
+def test_a_server_closed_in_the_background_is_reaped_before_the_client_exits(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(REAP_PROBE)
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    scratch = done.stdout.strip().splitlines()[-1]
+    assert scratch.startswith(str(tmp_path)) and not os.path.exists(scratch)
