@@ -33,6 +33,8 @@ def test_declared_eta_is_the_guarantees_per_token_or_per_contribution():
     assert declared_laplace_eta(_mech(MetricDpGuarantee(4.0), clip_bound=1.0), "space") is None
     assert declared_laplace_eta(_mech(MetricDpGuarantee(4.0, metric="cosine")), "space") is None
     assert declared_laplace_eta(_mech(DpGuarantee(1.0, 0.0)), "space") is None
+    bare = SimpleNamespace(guarantee=lambda space: MetricDpGuarantee(3.0))  # no params at all
+    assert declared_laplace_eta(bare, "space") == 3.0
 
 
 def test_exposed_noise_is_drawn_from_the_generator_given():
@@ -80,11 +82,15 @@ def test_laplace_l2_pvalue_in_one_dimension_tests_the_sign():
 
 
 def test_gaussian_pvalue_is_the_bonferroni_of_variance_and_mean():
-    x = np.random.default_rng(4).normal(0.05, 2.0, 500)
-    chi, z = float(((x / 2) ** 2).sum()), abs(float((x / 2).sum())) / math.sqrt(500)
-    p_var = 2 * min(stats.chi2.cdf(chi, 500), stats.chi2.sf(chi, 500))
-    p_mean = 2 * stats.norm.sf(z)
-    assert gaussian_pvalue(x, 2.0) == pytest.approx(min(1.0, 2 * min(p_var, p_mean)), rel=1e-12)
+    rng = np.random.default_rng(4)
+    # a mean of 0.15σ (the mean test decides), then a scale of 1.15σ (the variance test decides)
+    for x in (rng.normal(0.3, 2.0, 500), rng.normal(0.0, 2.3, 500)):
+        chi, z = float(((x / 2) ** 2).sum()), abs(float((x / 2).sum())) / math.sqrt(500)
+        p_var = 2 * min(stats.chi2.cdf(chi, 500), stats.chi2.sf(chi, 500))
+        p_mean = 2 * stats.norm.sf(z)
+        assert 2 * min(p_var, p_mean) < 0.1
+        assert gaussian_pvalue(x, 2.0) == pytest.approx(2 * min(p_var, p_mean), rel=1e-12)
+    assert gaussian_pvalue(np.array([100.0]), 1.0) < 1e-6  # one value can already be impossible
     shifted = np.random.default_rng(5).normal(0.2, 1.0, 2000)  # a mean of σ/5, variance ≈ right
     assert gaussian_pvalue(shifted, 1.0) < 1e-6
     even = stats.norm.ppf((np.arange(1000) + 0.5) / 1000)  # mean 0, variance ≈ 1
