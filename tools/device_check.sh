@@ -14,10 +14,19 @@ export DPKIT_EXTRA_PLUGINS="datasets=dpkit_datasets,models=dpkit_models,attacks=
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$out/gpu.txt"
 start=$(date +%s)
-python3 -m pytest -q -p no:cacheprovider -o addopts="" --import-mode=importlib \
-  tests/testing/test_registry_contracts.py tests/text/test_noise.py tests/plugins/stencil/test_stencil.py \
-  -k "device or cuda" 2>&1 | tee "$out/contracts.log" | tail -15
-echo "contract tests: $(( $(date +%s) - start )) s" | tee -a "$out/contracts.log"
+# every test file with a CUDA case, and the contract suites (their device cases)
+files="tests/testing/test_registry_contracts.py $(grep -rl "cuda.is_available" tests | sort)"
+python3 -m pytest -q -p no:cacheprovider -o addopts="" --import-mode=importlib -n 8 \
+  $files -k "device or cuda" -rs 2>&1 | tee "$out/contracts.log" | tail -25
+echo "CUDA tests: $(( $(date +%s) - start )) s" | tee -a "$out/contracts.log"
+# the "CPU only" equivalent mutants against their CUDA tests (export them here first:
+# python tools/device_mutants.py export .devmut, and carry .devmut)
+if [ -f .devmut/manifest.json ]; then
+  start=$(date +%s)
+  python3 tools/device_mutants.py check .devmut --out "$out/device_mutants.json" --workers 12 \
+    2>&1 | tee "$out/mutants.txt" | tail -60
+  echo "device mutants: $(( $(date +%s) - start )) s" | tee -a "$out/mutants.txt"
+fi
 cat > /tmp/toy-cuda.yaml <<YAML
 name: toy-cuda
 data: {name: toy_text, params: {n_docs: 64}}

@@ -76,10 +76,7 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
 
     try:
         payload = decode(init)
-        if str(payload.get("device", "cpu")).startswith("cuda"):
-            import torch
-
-            torch.zeros(1, device=payload["device"])  # the CUDA context, made before the rules
+        open_device(str(payload.get("device", "cpu")))
         artifacts = server_artifacts(payload)
         if artifacts:  # values the server caches with dpkit.cached stay in its own folder
             from dpkit.base.cache import SHARED_VARIABLE
@@ -107,6 +104,14 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
         except (EOFError, OSError):
             return
         conn.send_bytes(host.handle(data))
+
+
+def open_device(device: str) -> None:
+    """Make ``device``'s CUDA context now, before the confinement's rules (nothing on a CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.zeros(1, device=device)
 
 
 def server_artifacts(init: dict[str, Any]) -> list[str]:

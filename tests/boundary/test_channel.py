@@ -174,3 +174,56 @@ def test_a_server_closed_in_the_background_is_reaped_before_the_client_exits(tmp
     assert done.returncode == 0, done.stderr[-2000:]
     scratch = done.stdout.strip().splitlines()[-1]
     assert scratch.startswith(str(tmp_path)) and not os.path.exists(scratch)
+
+
+class _Pipe:
+    """The server's end of a pipe whose client has sent nothing and closed it."""
+
+    def __init__(self):
+        self.sent: list[dict] = []
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sent.append(decode(data))
+
+    def recv_bytes(self) -> bytes:
+        raise EOFError
+
+
+@pytest.mark.parametrize("device", ["cuda:1", "cpu", None])
+def test_a_servers_device_context_is_made_before_its_confinement(monkeypatch, device):
+    """A CUDA context needs files and devices the confinement's rules then close: the server
+    opens its cell's device first (on the CPU, nothing to open)."""
+    import dpkit.boundary.channel as channel
+    import dpkit.boundary.confine as confine
+
+    order: list[tuple] = []
+    monkeypatch.setattr(channel, "open_device", lambda d: order.append(("device", d)))
+    monkeypatch.setattr(confine, "confine_server", lambda *a: order.append(("confine",)) or "off")
+
+    class Host:
+        def __init__(self, payload, prepare):
+            prepare(type("Public", (), {"preload": lambda self: order.append(("preload",))})())
+
+    monkeypatch.setattr(channel, "ServerHost", Host)
+    pipe = _Pipe()
+    channel._answer(pipe, encode({} if device is None else {"device": device}), "/nowhere")
+    assert order == [("device", device or "cpu"), ("preload",), ("confine",)]
+    assert pipe.sent == [{"ready": True, "confinement": "off"}]
+
+
+def test_opening_a_device_allocates_on_that_device_and_only_for_cuda(monkeypatch):
+    from dpkit.boundary.channel import open_device
+
+    made: list = []
+    monkeypatch.setattr(torch, "zeros", lambda *shape, device=None: made.append(device))
+    for device in ("cpu", "cuda:2", "cuda"):
+        open_device(device)
+    assert made == ["cuda:2", "cuda"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_opening_a_cuda_device_makes_its_context():
+    from dpkit.boundary.channel import open_device
+
+    open_device("cuda")
+    assert torch.cuda.is_initialized()
