@@ -18,6 +18,7 @@ from typing import Any
 
 from dpkit.base.errors import ServerError
 from dpkit.boundary.host import ServerHost
+from dpkit.boundary.scratch import private_temp_folder, use_temp_folder
 from dpkit.release.codec import decode, encode, raise_if_error
 
 READY_TIMEOUT_S = 600.0
@@ -52,22 +53,6 @@ def _serve(conn: Any, init: bytes, threads: int, scratch: str) -> None:
         _answer(conn, init, scratch)
     except BrokenPipeError:  # the client closed the pipe: it no longer needs this server
         return
-
-
-def private_temp_folder() -> str:
-    """A new temp folder for one server, made by the client (which removes it when the server
-    ends: a confined server may not remove an entry of the shared temp folder)."""
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="dpkit-server-")
-
-
-def use_temp_folder(folder: str) -> None:
-    """Make ``folder`` this process's temp folder (``$TMPDIR`` and :mod:`tempfile`'s): a confined
-    server cannot read the shared one."""
-    import tempfile
-
-    os.environ["TMPDIR"] = tempfile.tempdir = folder
 
 
 def _answer(conn: Any, init: bytes, scratch: str) -> None:
