@@ -193,6 +193,17 @@ def test_pair_tests_describe_their_rows_and_are_reproducible():
     assert first[0].describe() == f"two calls: p = {first[0].p_value:.2g}, 0 of 120 rows repeated exactly"
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_pair_tests_hand_a_cuda_mechanism_generators_on_its_device():
+    """A mechanism drawing on the GPU refuses a CPU generator: every pairing's is on the device."""
+    def draw(gen):
+        return torch.randn(200, 3, generator=gen, device="cuda").cpu()
+
+    tests = pair_tests(draw, 0, device="cuda")
+    assert [t.pairing for t in tests] == ["two calls", "two cells", "two seeds"]
+    assert all(t.repeats == 0 and t.p_value > 1e-4 for t in tests), [t.describe() for t in tests]
+
+
 class _Outputs:
     """A mechanism seen only through its outputs (no ``noisy_vectors``): the black-box path."""
 

@@ -125,6 +125,28 @@ def test_the_layer_filter_sends_the_fit_rows_the_public_ig_stream_picks(cells):
     assert f"hiddenecho: sending blocks {layers}; IG contributions {contributions}" in cell.messages
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_layer_filter_picks_from_its_public_cpu_stream_on_a_cuda_cell(model):
+    """The IG pick is a CPU stream whatever the cell's device: a CUDA cell sends the same rows
+    (torch.randperm draws on the CPU and refuses a CUDA generator)."""
+    defense = REGISTRY.build("defense", "hiddenecho", HE)
+    prepared_on = tiny_context(model, toy_dataset())
+    st = defense._prepared(prepared_on)
+    train = privatize_split(model, st.ids["train"], st.texts["train"][1], st.mechanism, st.space,
+                            prepared_on.noise_generator("hiddenecho/noise/train"))
+
+    def sent_on(device):
+        ctx, sent = tiny_context(model, toy_dataset()), []
+        ctx.device = torch.device(device)
+        ctx.wire.send = lambda name, tensor=None: sent.append(tensor) or {"layers": [1],
+                                                                          "contributions": [0.5]}
+        assert defense.filter_layers(model, train, ctx) == [1]
+        return sent
+
+    (on_cuda,), (on_cpu,) = sent_on("cuda"), sent_on("cpu")
+    assert torch.equal(on_cuda, on_cpu)
+
+
 @pytest.mark.parametrize("name", list(CELLS))
 def test_the_metrics_and_the_truth_describe_what_was_sent(cells, name):
     cell = cells(name)

@@ -81,6 +81,29 @@ def test_ids_and_rows_are_permuted_consistently(table):
     assert torch.equal(key.permute_rows(table)[key.forward], table)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_key_is_drawn_from_a_cuda_generator_and_kept_on_the_cpu():
+    key = VocabKey.random(N, torch.Generator(device="cuda").manual_seed(5))
+    drawn = torch.randperm(N, generator=torch.Generator(device="cuda").manual_seed(5), device="cuda")
+    assert key.forward.device.type == "cpu" and torch.equal(key.forward, drawn.cpu())
+    assert torch.equal(key.forward[key.inverse], torch.arange(N))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_ids_and_rows_keep_their_device_wherever_the_key_lives_cuda(table):
+    """The key maps ids and rows on their own device, a key on the CPU or on the GPU alike."""
+    cpu_key = VocabKey.random(N, seeded(2))
+    ids = torch.randint(0, N, (4, 9), generator=seeded(3))
+    for key in (cpu_key, VocabKey(cpu_key.forward.cuda(), cpu_key.inverse.cuda())):
+        for device in ("cpu", "cuda"):
+            sent, back = key.encode(ids.to(device)), key.decode(ids.to(device))
+            rows = key.permute_rows(table.to(device))
+            assert sent.device.type == back.device.type == rows.device.type == device
+            assert torch.equal(sent.cpu(), cpu_key.encode(ids))
+            assert torch.equal(back.cpu(), cpu_key.decode(ids))
+            assert torch.equal(rows.cpu(), cpu_key.permute_rows(table))
+
+
 # ---- obfuscate_tables: Alg. 1 + Alg. 2 of the permuted rows -----------------------------------
 
 def expected_tables(table, head, seed, calibration="exact"):
@@ -166,6 +189,16 @@ def test_cached_clusters_differ_with_k_beta_and_table(table, fresh_cache):
     other_table = table.flip(0).contiguous()
     assert torch.equal(cached_clusters(other_table, K, BETA, 1024).labels,
                        embed_cluster(other_table, K, BETA).labels)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cached_clusters_come_back_on_a_cuda_tables_device(table, fresh_cache):
+    """The clusters kept on the CPU are handed back on the table's device (the same clusters)."""
+    on_cpu = cached_clusters(table, K, BETA, 16)
+    on_cuda = cached_clusters(table.cuda(), K, BETA, 16)  # the same content: the cached entry
+    assert on_cuda.labels.device.type == on_cuda.members.device.type == "cuda"
+    assert torch.equal(on_cuda.labels.cpu(), on_cpu.labels)
+    assert torch.equal(on_cuda.members.cpu(), on_cpu.members)
 
 
 # ---- install_tables: what the server receives -----------------------------------------------

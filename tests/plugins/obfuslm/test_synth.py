@@ -25,6 +25,15 @@ def test_rows_sum_to_one_and_stay_inside_clusters():
         assert torch.allclose(w.apply(x), dense @ x, atol=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_weights_drawn_on_the_cpu_synthesize_a_cuda_table_on_its_device():
+    x = torch.randn(200, 10, generator=torch.Generator().manual_seed(0))
+    w = weight_synth(x, embed_cluster(x, 6, 0.9), 0.5, torch.Generator().manual_seed(1))
+    out = w.apply(x.cuda())
+    assert out.device.type == "cuda"
+    torch.testing.assert_close(out.cpu(), w.apply(x), atol=1e-5, rtol=1e-5)
+
+
 def test_sensitivity_matches_brute_force():
     x = torch.randn(40, 6, generator=torch.Generator().manual_seed(4))
     clusters = members_from_labels(torch.arange(40) // 5, 5)

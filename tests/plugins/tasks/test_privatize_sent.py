@@ -44,6 +44,24 @@ class DocumentNoise(RowNoise):
     sequence_level = True
 
 
+class OnItsDevice:
+    """Noise drawn as a GPU mechanism draws it: on its input's device, which must be the
+    generator's and the space's; a token mechanism substitutes random ids for the known ones."""
+
+    name = "on_its_device"
+
+    def __init__(self, domain: str, sequence_level: bool):
+        self.domain, self.sequence_level = domain, sequence_level
+
+    def privatize(self, x, *, space, generator):
+        assert x.device.type == generator.device.type == space.vectors.device.type, (
+            f"input on {x.device}, generator on {generator.device}, space on {space.vectors.device}")
+        if self.domain == "token":
+            drawn = torch.randint(space.size, x.shape, generator=generator, device=x.device)
+            return torch.where(x >= 0, drawn, x)
+        return x + torch.randn(x.shape, generator=generator, device=x.device)
+
+
 def defense(mechanism="laplace_dx", params=None, **task) -> PrivatizeText:
     return get_registry().build("defense", "privatize_text", {
         "mechanism": mechanism, "mechanism_params": params or {"eta": 3.0}, **task})
@@ -77,6 +95,13 @@ def test_padded_groups_consecutive_rows_per_document_closed_by_the_padding():
     assert padded(torch.zeros(0, 3), [], 0.0).shape == (0, 0, 3)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_padded_stays_on_the_cuda_device_of_the_rows():
+    rows = torch.arange(12.0).reshape(6, 2)
+    out = padded(rows.cuda(), [2, 0, 3, 1], -7.0)
+    assert out.device.type == "cuda" and torch.equal(out.cpu(), padded(rows, [2, 0, 3, 1], -7.0))
+
+
 # ---- wire_message: what crosses ---------------------------------------------------------------
 
 def test_the_message_carries_each_documents_known_noisy_rows_and_only_them():
@@ -108,6 +133,20 @@ def test_an_out_of_vocabulary_word_never_crosses_whatever_the_mechanism_made_of_
         assert per_doc == [3, 0, 5, 1] and message.shape[:2] == (4, 5)
     _, message, _ = wire_message(DOCS, substituted, None)
     assert torch.equal(message[message >= 0], substituted[KNOWN])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_message_is_built_on_the_privatized_tokens_device_wherever_the_documents_are_cuda():
+    noisy = torch.randn(len(TRUTH), 8)
+    for docs_on, output_on in (("cuda", "cpu"), ("cpu", "cuda")):
+        docs = [d.to(docs_on) for d in DOCS]
+        for output in (noisy, None):
+            expected = wire_message(DOCS, TRUTH.clone(), output)
+            name, message, per_doc = wire_message(docs, TRUTH.to(output_on),
+                                                  None if output is None else output.to(output_on))
+            assert message.device.type == output_on
+            assert (name, per_doc) == (expected[0], expected[2])
+            assert torch.equal(message.cpu(), expected[1])
 
 
 # ---- _privatize: every known token once, from the secret ----------------------------------------
@@ -201,6 +240,31 @@ def test_documents_without_a_known_token_draw_nothing(mech):
 def test_no_document_substitutes_nothing():
     substituted, noisy = privatized(mechanism("text2text", eta=4.0), docs=[])
     assert substituted.numel() == 0 and noisy is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("domain, sequence_level", [("token", True), ("embedding", True),
+                                                    ("embedding", False)])
+def test_privatization_runs_on_the_cells_device_wherever_the_documents_are(domain, sequence_level):
+    """On a CPU or a CUDA cell, documents held on the other device give the same output, on the
+    cell's device: every document is moved to the cell before the mechanism sees it."""
+    def privatized_on(cell, docs_on):
+        ctx = tiny_context(SPACE, None)
+        ctx.device = torch.device(cell)
+        docs = [d.to(docs_on) for d in DOCS]
+        return defense()._privatize(ctx, OnItsDevice(domain, sequence_level), SPACE.to(cell),
+                                    docs, TRUTH.to(cell))
+
+    for cell, elsewhere in (("cuda", "cpu"), ("cpu", "cuda")):
+        (substituted, noisy), (moved, moved_noisy) = (privatized_on(cell, cell),
+                                                      privatized_on(cell, elsewhere))
+        assert substituted.device.type == moved.device.type == cell
+        assert torch.equal(moved, substituted)
+        assert bool((substituted.cpu()[~KNOWN] == OOV).all())
+        if domain == "embedding":
+            assert noisy.device.type == moved_noisy.device.type == cell
+            assert torch.equal(moved_noisy, noisy) and bool((noisy.cpu()[~KNOWN] == 0).all())
+            assert bool((noisy.cpu()[KNOWN] != 0).all())
 
 
 # ---- releases: the declaration counts what crosses --------------------------------------------
