@@ -85,4 +85,8 @@ class ServerError(DpkitError):
 
     def __init__(self, kind: str, message: str, remote_traceback: str = ""):
         super().__init__(f"the server raised {kind}: {message}")
-        self.kind, self.remote_traceback = kind, remote_traceback
+        self.kind, self.message, self.remote_traceback = kind, message, remote_traceback
+
+    def __reduce__(self):
+        """Pickled with its own arguments (a Ray cell's failure reaches the driver this way)."""
+        return type(self), (self.kind, self.message, self.remote_traceback)

@@ -129,12 +129,13 @@ class Connector:
         chosen = self.kind or channel_kind()
         if chosen == "inprocess":  # same process: the defense's own class (a test's works too)
             return InProcessChannel(init, ctx.registry, type(defense))
+        preload = [*sorted(set(init["plugins"].values())), *server_modules(defense)]
         if chosen == "ray":
             from dpkit.boundary.ray_channel import RayChannel
 
-            return RayChannel(init, num_gpus=1 if ctx.device.type == "cuda" else 0)
-        return ProcessChannel(init, preload=[*sorted(set(init["plugins"].values())),
-                                             *server_modules(defense)], wait=wait)
+            return RayChannel(init, num_gpus=1 if ctx.device.type == "cuda" else 0,
+                              preload=preload)
+        return ProcessChannel(init, preload=preload, wait=wait)
 
 
 def close_soon(channel: Any) -> None:

@@ -7,6 +7,8 @@ server kept and run an attack where it is, as the runner does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -88,3 +90,31 @@ def rows_by_method(spec_path: Any) -> dict[str, dict]:
     for cell, error in outcome.failures:
         rows[cell.method] = {"error": error}
     return rows
+
+
+@contextmanager
+def local_ray(plugins: str, **env: str) -> Iterator[Any]:
+    """A local 2-CPU Ray whose workers load only ``plugins`` (``DPKIT_EXTRA_PLUGINS``'s form),
+    with ``env`` set too; shut down, and the variables restored, afterwards."""
+    import os
+
+    import ray
+
+    import dpkit.contract.plugins
+    from dpkit.runner.ray_executor import RayExecutor
+
+    values = {"DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": plugins, **env}
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    dpkit.contract.plugins.reset()
+    try:
+        RayExecutor(num_cpus=2)._init()
+        yield ray
+    finally:
+        ray.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        dpkit.contract.plugins.reset()

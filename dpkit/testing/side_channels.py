@@ -253,6 +253,82 @@ class PathProbe:
         return {}
 
 
+class RouteProbe:
+    """Runs where the server is, on any server: tries routes a server must not take — read files
+    (``read``: name → path), write files (``write``: name → path), read a process's memory
+    (``memory``: ``[pid, address, length]``, e.g. the client's), open a TCP connection
+    (``tcp``: ``[host, port]``, e.g. Ray's GCS) — and says what each gave."""
+
+    name = "route_probe"
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    class Params(Params):
+        """The routes to try."""
+
+        read: dict[str, str] = {}
+        write: dict[str, str] = {}
+        memory: list[int] = []
+        tcp: list[Any] = []
+
+    def __init__(self, params: Any):
+        self.params = params
+
+    def run(self, view: ServerView, ctx: Any) -> dict[str, Any]:
+        """``tried``: route → ``ok`` or the error's name; ``got``: route → what was read."""
+        import socket
+
+        tried: dict[str, str] = {}
+        got: dict[str, str] = {}
+
+        def attempt(route: str, action: Any) -> None:
+            try:
+                value = action()
+            except OSError as exc:
+                tried[route] = type(exc).__name__
+            else:
+                tried[route] = "ok"
+                if isinstance(value, bytes):
+                    got[route] = value.decode(errors="replace")
+
+        def memory(pid: int, address: int, length: int) -> bytes:
+            with open(f"/proc/{pid}/mem", "rb", 0) as mem:
+                mem.seek(address)
+                return mem.read(length)
+
+        def connect(host: str, port: int) -> None:
+            with socket.create_connection((host, int(port)), timeout=5):
+                pass
+
+        for name, path in self.params.read.items():
+            attempt(f"read {name}", lambda p=path: Path(p).read_bytes())
+        for name, path in self.params.write.items():
+            attempt(f"write {name}", lambda p=path: Path(p).write_text("written by the server"))
+        if self.params.memory:
+            attempt("memory", lambda: memory(*self.params.memory))
+        if self.params.tcp:
+            attempt("tcp", lambda: connect(*self.params.tcp))
+        return {"tried": tried, "got": got}
+
+    def score(self, guesses: dict[str, Any], truth: dict) -> dict[str, float]:
+        """Nothing to score: a probe for tests."""
+        return {}
+
+
+def client_memory_readable_unconfined() -> bool:
+    """Whether an unconfined server of this user can read this process's memory at all (root
+    can; otherwise only while this process is still dumpable and no Yama policy forbids it)."""
+    import ctypes
+
+    if os.geteuid() == 0:
+        return True
+    dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 1
+    try:
+        yama = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    except OSError:
+        yama = 0
+    return dumpable and yama == 0
+
+
 @hookimpl
 def dpkit_register_defenses(register):
     """The side-channel leaks."""
@@ -262,6 +338,7 @@ def dpkit_register_defenses(register):
 
 @hookimpl
 def dpkit_register_attacks(register):
-    """The secret probe and the path probe."""
+    """The secret probe, the path probe and the route probe."""
     register(SecretProbe)
     register(PathProbe)
+    register(RouteProbe)

@@ -152,12 +152,13 @@ def test_the_server_starts_where_asked_with_the_public_init(toy_registry, tmp_pa
     channel = session.connector(kind)(defense, ctx)
     assert type(channel).__name__ == started
     assert channel.args == (init_payload(defense, ctx),)
-    if started == "RayChannel":
-        assert channel.kwargs == {"num_gpus": int(device == "cuda")}  # a CUDA cell's actor: one
-    else:  # the fork server imports the plug-ins and the defense's modules ahead
-        assert channel.kwargs == {"preload": [*sorted(set(toy_registry.modules.values())),
-                                              "dpkit.testing.toy", "dpkit.contract.server"],
-                                  "wait": True}  # the send's own start waits for the server
+    # the fork server (the actor's, for Ray) imports the plug-ins and the defense's modules ahead
+    preload = [*sorted(set(toy_registry.modules.values())), "dpkit.testing.toy",
+               "dpkit.contract.server"]
+    if started == "RayChannel":  # a CUDA cell's actor: one GPU
+        assert channel.kwargs == {"num_gpus": int(device == "cuda"), "preload": preload}
+    else:  # the send's own start waits for the server
+        assert channel.kwargs == {"preload": preload, "wait": True}
 
 
 def test_an_in_process_server_is_the_defenses_own_class_on_the_cells_registry(toy_registry,

@@ -4,9 +4,7 @@ each one works, so the refusals are the confinement's doing."""
 
 from __future__ import annotations
 
-import ctypes
 import math
-import os
 import sys
 
 import pytest
@@ -14,7 +12,7 @@ import pytest
 import dpkit.contract.plugins
 from dpkit.testing.boundary import rows_by_method
 from dpkit.boundary.confine import landlock_abi
-from dpkit.testing.side_channels import KNOWN_SECRET
+from dpkit.testing.side_channels import KNOWN_SECRET, client_memory_readable_unconfined
 
 SIDE_CHANNELS = ["leak_file", "leak_client_memory", "leak_noise_secret", "leak_replace_secret",
                  "leak_shared_cache"]
@@ -55,19 +53,6 @@ output: {out}
     return rows_by_method(path)
 
 
-def _client_memory_readable_unconfined() -> bool:
-    """Whether an unconfined server of this user can read this process's memory at all (root
-    can; otherwise only while this process is still dumpable and no Yama policy forbids it)."""
-    if os.geteuid() == 0:
-        return True
-    dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 1
-    try:
-        yama = int(open("/proc/sys/kernel/yama/ptrace_scope").read())
-    except OSError:
-        yama = 0
-    return dumpable and yama == 0
-
-
 def test_a_confined_server_reaches_no_file_no_client_memory_no_secret(tmp_path, side_plugins):
     rows = _run(tmp_path, "confined")
     assert (tmp_path / "confined" / ".dpkit-noise-secret").read_text().strip() != KNOWN_SECRET
@@ -89,7 +74,7 @@ def test_control_unconfined_each_route_reaches_the_private_rows(tmp_path, side_p
     assert rows["leak_shared_cache"]["metrics"]["raw_found"] == 1.0
     assert rows["leak_noise_secret"]["metrics"]["secret_found"] == 1.0
     assert (tmp_path / "unconfined" / ".dpkit-noise-secret").read_text().strip() == KNOWN_SECRET
-    if _client_memory_readable_unconfined():
+    if client_memory_readable_unconfined():
         assert rows["leak_client_memory"]["metrics"]["raw_found"] == 1.0
     for leak in SIDE_CHANNELS:  # the wire saw only the honest release
         assert math.isfinite(rows[leak]["privacy"]["epsilon"]), rows[leak]["ledger"]

@@ -46,3 +46,8 @@ def test_a_server_failure_comes_back_as_an_error_with_its_traceback():
     with pytest.raises(ServerError, match="KeyError") as info:
         raise_if_error(answer)
     assert info.value.remote_traceback == "Trace..."
+    import pickle  # as a Ray cell's failure reaches the driver
+
+    back = pickle.loads(pickle.dumps(info.value))
+    assert (type(back), str(back), back.kind, back.message, back.remote_traceback) == (
+        ServerError, str(info.value), "KeyError", "'x'", "Trace...")

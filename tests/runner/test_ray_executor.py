@@ -26,16 +26,11 @@ def test_missing_ray_says_how_to_install(monkeypatch):
 @pytest.fixture(scope="module")
 def ray_session():
     """One local 2-CPU Ray for the module; workers load only the toy plug-in."""
-    ray = pytest.importorskip("ray")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DPKIT_LOAD_PLUGINS", "")
-    mp.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
-    from dpkit.runner.ray_executor import RayExecutor
+    pytest.importorskip("ray")
+    from dpkit.testing.boundary import local_ray
 
-    RayExecutor(num_cpus=2)._init()
-    yield ray
-    ray.shutdown()
-    mp.undo()
+    with local_ray("toy=dpkit.testing.toy") as ray:
+        yield ray
 
 
 @pytest.fixture
