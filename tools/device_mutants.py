@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutation import (ROOT, load_equivalents, load_modules, mutant_sources,  # noqa: E402
                       prepare, _scratch_path)
 
-CUDA_ONLY = re.compile(r"CUDA|cuda")
+CUDA_ONLY = re.compile(r"CUDA|cuda|CPU only")
 NAMED_TEST = re.compile(r"killed on CUDA by (?:the contract's )?(test_\w+)")
 COPIED = ("dpkit", "plugins", "tests", "examples", "pyproject.toml")
 
