@@ -30,6 +30,7 @@ from mutation import (ROOT, load_equivalents, load_modules, mutant_sources,  # n
                       prepare, _scratch_path)
 
 CUDA_ONLY = re.compile(r"CUDA|cuda|CPU only")
+CUDA_TOO = "equivalent on CUDA too"  # a reason judged after such a run: expected to survive
 NAMED_TEST = re.compile(r"killed on CUDA by (?:the contract's )?(test_\w+)")
 COPIED = ("dpkit", "plugins", "tests", "examples", "pyproject.toml")
 
@@ -81,6 +82,7 @@ def export(folder: Path) -> list[dict]:
                 entries.append({"key": key, "module": module.path, "mutant": name,
                                 "function": entry["function"], "line": entry["line"],
                                 "test": test.group(1) if test else None,
+                                "cuda_equivalent": entry["reason"].startswith(CUDA_TOO),
                                 "test_files": module.tests})
             if not names:
                 print(f"no mutant matches {module.path}: {entry['function']}: {entry['line']}")
@@ -105,10 +107,12 @@ def _pytest(tree: Path, entry: dict) -> tuple[int, str]:
     return done.returncode, done.stdout[-1500:] + done.stderr[-1500:]
 
 
-def _outcome(rc: int, log: str) -> str:
+def _outcome(rc: int, log: str, entry: dict) -> str:
     if rc == 5 or (rc == 0 and " passed" not in log):
         return "untested"  # nothing selected, or only skips: no CUDA test reaches this mutant
-    return "survived" if rc == 0 else "killed"
+    if rc == 0:
+        return "equivalent" if entry.get("cuda_equivalent") else "survived"
+    return "killed"
 
 
 def check(folder: Path, workers: int = 8) -> list[dict]:
@@ -132,7 +136,7 @@ def check(folder: Path, workers: int = 8) -> list[dict]:
         tree = copy_tree(entry["key"])
         shutil.copy(folder / f"{entry['key']}.py", tree / entry["module"])
         rc, log = _pytest(tree, entry)
-        return {**entry, "outcome": _outcome(rc, log), "log": log[-600:]}
+        return {**entry, "outcome": _outcome(rc, log, entry), "log": log[-600:]}
 
     with ThreadPoolExecutor(workers) as pool:
         firsts = {(e["test"], tuple(e["test_files"])): e for e in entries}
@@ -143,7 +147,8 @@ def check(folder: Path, workers: int = 8) -> list[dict]:
         print(f"{result['outcome']:9s} {result['module']}: {result['function']}: "
               f"{result['line'][:70]}  [{result['test'] or 'no test named'}; unmutated: "
               f"{result['unmutated'][:40]}]")
-    counts = {k: sum(r["outcome"] == k for r in results) for k in ("killed", "survived", "untested")}
+    counts = {k: sum(r["outcome"] == k for r in results)
+              for k in ("killed", "equivalent", "survived", "untested")}
     print(f"{len(results)} mutants: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     shutil.rmtree(scratch, ignore_errors=True)
     return results
@@ -163,7 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     results = check(args.folder, args.workers)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
-    return 1 if any(r["outcome"] == "survived" for r in results) else 0
+    wrong = [r for r in results
+             if r["test"] and (r["unmutated"] != "passes" or r["outcome"] != "killed")]
+    for r in wrong:  # a named CUDA test that fails unmutated, or does not kill its mutant
+        print(f"WRONG CLAIM {r['module']}: {r['function']}: {r['line']} ({r['test']}: {r['outcome']}, "
+              f"unmutated {r['unmutated'][:60]})")
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":
