@@ -75,15 +75,20 @@ def _truncated_negative_binomial(shape: float, q: float, u: float) -> int:
     """The k ≥ 1 where the CDF of P[K = k] ∝ C(k + η - 1, k) q^k first reaches ``u`` ∈ [0, 1).
 
     Inverse-CDF sampling (O(mean) steps), exact as γ = 1 - q → 1 (a mean near 1), where drawing
-    the untruncated law until K ≥ 1 would loop for ever: at γ = 1 every draw is 0.
+    the untruncated law until K ≥ 1 would loop for ever: at γ = 1 every draw is 0. The running sum
+    can converge, by rounding, a few ulps short of u · Σ for u near 1; the draw then stops where
+    the sum stops growing (waiting for the terms to underflow to 0 hung: for q > 1/2 a subnormal
+    term times q rounds back to itself).
     """
     target = u * math.expm1(-shape * math.log1p(-q))  # u · Σ_{k≥1} C(k + η - 1, k) q^k
     k, term = 1, shape * q
     total = term
-    while total < target and term > 0:
+    while total < target:
         term *= (k + shape) / (k + 1) * q
         k += 1
-        total += term
+        before, total = total, total + term
+        if total == before:  # the sum stopped growing short of the target (rounding, u near 1)
+            break
     return k
 
 

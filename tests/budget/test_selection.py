@@ -119,15 +119,23 @@ def small_k_law(mean: float, distribution: str | float, k: int) -> float:
     shape = {"logarithmic": 0.0, "geometric": 1.0}.get(distribution, distribution)
     gamma = _gamma_truncated_negative_binomial(shape, mean)
 
+    return truncated_negative_binomial_law(shape, 1 - gamma, 5000)[k - 1]
+
+
+def truncated_negative_binomial_law(shape: float, q: float, support: int) -> list[float]:
+    """P[K = k] ∝ C(k + η - 1, k) q^k (η = 0: q^k / k) for k = 1 … ``support``, normalised there."""
     def weight(j: int) -> float:
         if shape == 0:
-            return (1 - gamma) ** j / j
-        return math.comb(j + int(shape) - 1, j) * (1 - gamma) ** j
+            return q ** j / j
+        return math.exp(math.lgamma(j + shape) - math.lgamma(shape) - math.lgamma(j + 1)
+                        + j * math.log(q))
 
-    return weight(k) / sum(weight(j) for j in range(1, 5000))
+    weights = [weight(j) for j in range(1, support + 1)]
+    total = sum(weights)
+    return [w / total for w in weights]
 
 
-@pytest.mark.parametrize("distribution", ["poisson", "geometric", "logarithmic", 2.0, 0.0, 1])
+@pytest.mark.parametrize("distribution", ["poisson", "geometric", "logarithmic", 2.0, 0.0, 1, 0.5])
 def test_small_numbers_of_repetitions_are_drawn_as_often_as_the_bound_assumes(distribution):
     rng = np.random.default_rng(1)
     draws = np.array([draw_repetitions(4.0, distribution, rng) for _ in range(4000)])
@@ -211,3 +219,39 @@ def test_a_mean_of_one_repetition_draws_one_at_once():
     for distribution in ("geometric", "logarithmic", 2.0, 0.5):
         assert [draw_repetitions(1.0, distribution, rng) for _ in range(20)] == [1] * 20
     assert draw_repetitions(1.0 + 1e-12, 3.0, rng) == 1
+
+
+class FixedUniform:
+    """A generator whose uniform draw is ``u``: the inverse CDF read at one point."""
+
+    def __init__(self, u: float):
+        self.u = u
+
+    def random(self) -> float:
+        return self.u
+
+
+def test_the_draw_is_the_first_k_whose_cdf_reaches_the_uniform():
+    """Inverse-CDF sampling: K ≤ k exactly when u ≤ F(k). The geometric law of mean 2 has q = 1/2
+    and F(k) = 1 - 2^-k, exact in binary, so at u = F(k) the draw is k and just above it k + 1."""
+    assert draw_repetitions(2.0, "geometric", FixedUniform(0.0)) == 1
+    for k in range(1, 30):
+        at_cdf = 1 - 2.0 ** -k
+        assert draw_repetitions(2.0, "geometric", FixedUniform(at_cdf)) == k
+        assert draw_repetitions(2.0, "geometric", FixedUniform(math.nextafter(at_cdf, 1))) == k + 1
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("mean", [3.0, 10.0, 100.0])
+@pytest.mark.parametrize("shape", [0.5, 1.0, 2.0, 3.0])
+def test_the_largest_uniform_draws_a_far_tail_k_and_ends(mean, shape):
+    """u = 1 - 2^-53, the largest a generator's random() returns: the running CDF converges a few
+    ulps short of u there (by rounding) and the draw ended only once a term underflowed to 0, which
+    for q > 1/2 never happens (a subnormal term times q rounds back to itself): it hung."""
+    from dp_accounting.rdp.rdp_privacy_accountant import _gamma_truncated_negative_binomial
+
+    k = draw_repetitions(mean, shape, FixedUniform(1 - 2.0 ** -53))
+    law = truncated_negative_binomial_law(shape, 1 - _gamma_truncated_negative_binomial(shape, mean),
+                                          20_000)
+    assert sum(law[:k]) >= 1 - 1e-12  # as far in the tail as the uniform: P[K > k] ≤ 1e-12
+    assert law[k - 1] > 0  # and not past where the law's terms underflow
