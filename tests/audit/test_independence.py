@@ -235,6 +235,25 @@ def test_mechanism_draw_uses_the_generator_it_is_given(white_box):
     assert sequence.shape[0] == 4  # one row per call on the whole sequence
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("white_box", [True, False])
+def test_mechanism_draw_moves_a_cpu_input_to_a_cuda_spaces_device(white_box):
+    """An audit's input row may sit on the CPU: the draws on a CUDA space take it to the space's
+    device (where the generator draws) and equal those of the row already there."""
+    from dpkit.audit.independence import mechanism_draw
+    from dpkit.testing.toy import ToySpace
+
+    mech = get_registry().build("mechanism", "laplace_dx", {"eta": 5.0})
+    mech = mech if white_box else _Outputs(mech)
+    space = ToySpace(ToySpace.Params()).load(torch.device("cuda"))
+    x = space.vectors[:1].cpu()
+    for per_row in (True, False):
+        drawn = mechanism_draw(mech, x, 6, space, per_row)(torch.Generator(device="cuda").manual_seed(1))
+        there = mechanism_draw(mech, x.cuda(), 6, space, per_row)(
+            torch.Generator(device="cuda").manual_seed(1))
+        assert drawn.shape[0] == 6 and torch.equal(drawn.cpu(), there.cpu())
+
 def test_pair_tests_of_a_mechanism_see_its_generator_reseeded():
     from dpkit.audit.independence import mechanism_draw
     from dpkit.testing.toy import ToySpace

@@ -5,9 +5,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpkit import stop_word_mask
 from dpkit.accounting import KAnonymityGuarantee
 from dpkit.testing.strategies_tokens import random_space
-from dpkit_baselines.custext import CusText, CusTextPlus
+from dpkit.text.space import EmbeddingSpace
+from dpkit_baselines.custext import CusText, CusTextPlus, build_groups
+from dpkit_baselines.sampling import frequency_rank
 
 
 def test_sets_partition_vocabulary_with_size_k():
@@ -230,3 +233,43 @@ def test_privatize_draws_word_zero_from_its_set_and_from_the_generator_only():
     assert torch.equal(a, b)
     with pytest.raises(ValueError, match=r"^custext needs the embedding space \(space=\.\.\.\)$"):
         mech.privatize(ids, space=None, generator=torch.Generator())
+
+
+
+def _renamed(space: EmbeddingSpace, device: str) -> EmbeddingSpace:
+    """The space on ``device`` under a name of its own: output sets are cached by content, so a
+    device's sets are built from (and kept on) that device."""
+    return EmbeddingSpace(f"{space.name}@{device}", space.tokens, space.vectors.to(device),
+                          space.lowercase, space.stop_words)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("cls", [CusText, CusTextPlus])
+def test_sets_law_and_draws_of_a_cuda_space_are_the_cpu_ones_on_its_device(cls):
+    """A CUDA space's output sets are built on the GPU and equal the CPU's; the exact law and the
+    verbatim words are the CPU ones, the law on the space's device and the mask on the ids';
+    privatized ids stay in their word's set (−1 and verbatim words pass through)."""
+    space = random_space(41, 3, 77, stop_words=True)
+    order = frequency_rank(space, None)
+    eligible = ~stop_word_mask(space) if cls.keep_stop_words else None
+    sets = build_groups(space.vectors, order, 5, eligible)
+    on_cuda = build_groups(space.vectors.cuda(), order.cuda(), 5,
+                           None if eligible is None else eligible.cuda())
+    assert on_cuda.device.type == "cuda" and torch.equal(on_cuda.cpu(), sets)
+    mech = cls(cls.Params(epsilon=2.0, top_k=5))
+    cpu, gpu = _renamed(space, "cpu"), _renamed(space, "cuda")
+    ids = torch.tensor([0, 1, 5, -1, 17, 40, 5])
+    law = mech.output_log_probs(ids.clamp_min(0), cpu)
+    verbatim = mech.verbatim_mask(ids, cpu)
+    assert bool(verbatim.any()) == cls.keep_stop_words
+    for ids_on in ("cpu", "cuda"):
+        here = ids.to(ids_on)
+        got = mech.output_log_probs(here.clamp_min(0), gpu)
+        assert got.device.type == "cuda"
+        torch.testing.assert_close(got.cpu(), law)
+        mask = mech.verbatim_mask(here, gpu)
+        assert mask.device.type == ids_on and torch.equal(mask.cpu(), verbatim)
+        out = mech.privatize(here, space=gpu, generator=torch.Generator(device="cuda").manual_seed(3))
+        assert out.device.type == "cuda" and int(out[3]) == -1
+        assert torch.equal(out.cpu()[verbatim], ids[verbatim])
+        assert torch.equal(sets[out.cpu()[ids >= 0]], sets[ids[ids >= 0]])

@@ -184,3 +184,28 @@ def test_santext_plus_p_zero_keeps_non_sensitive_words_even_at_a_zero_uniform(mo
     sensitive = mech.sensitive_mask(space)
     assert torch.equal(out[~sensitive], ids[~sensitive])
     assert bool(sensitive[out[sensitive]].all())
+
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("plus", [False, True])
+def test_the_law_and_the_draws_are_the_cuda_spaces_wherever_the_ids_are(plus):
+    """Ids on either device: the exact law is the CPU one, on the space's device, and the draws are
+    made there from the cell's generator (−1 passes through); SanText+'s counts stay on the CPU."""
+    if plus:
+        mech = SanTextPlus(SanTextPlus.Params(epsilon=2.0, p=0.6, sensitive_share=0.3))
+        mech.fit_counts(torch.arange(20).flip(0))
+    else:
+        mech = SanText(SanText.Params(epsilon=2.0))
+    space, ids = random_space(20, 3, 4), torch.tensor([0, 3, -1, 7, 19, 3])
+    known = ids >= 0
+    law = mech.output_log_probs(ids[known], space)
+    for space_on, ids_on in (("cuda", "cpu"), ("cpu", "cuda"), ("cuda", "cuda")):
+        there = space.to(space_on)
+        got = mech.output_log_probs(ids[known].to(ids_on), there)
+        assert got.device.type == space_on
+        torch.testing.assert_close(got.cpu(), law)
+        out = mech.privatize(ids.to(ids_on), space=there,
+                             generator=torch.Generator(device=space_on).manual_seed(1))
+        assert out.device.type == space_on and int(out[2]) == -1
+        assert bool(law.exp()[torch.arange(5), out.cpu()[known]].gt(0).all())  # a possible output

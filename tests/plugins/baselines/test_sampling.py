@@ -71,6 +71,17 @@ def test_frequency_rank_orders_by_count_and_breaks_ties_by_table_order():
     assert torch.equal(frequency_rank(space, counts), want)
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_frequency_rank_of_cpu_counts_is_on_a_cuda_spaces_device():
+    """Counts fitted on the CPU rank a CUDA space's words on its device (SanText+ then indexes its
+    sensitive mask with the CUDA ids), in the same order."""
+    counts = torch.tensor([1, 0] * 20)
+    counts[7] = 5
+    rank = frequency_rank(random_space(40, 3, 0).to("cuda"), counts)
+    assert rank.device.type == "cuda"
+    assert torch.equal(rank.cpu(), frequency_rank(random_space(40, 3, 0), counts))
+
 def test_frequency_rank_refuses_counts_of_the_wrong_shape():
     with pytest.raises(ValueError, match=r"counts must have shape \(40,\), got \(39,\)"):
         frequency_rank(random_space(40, 3, 0), torch.ones(39))

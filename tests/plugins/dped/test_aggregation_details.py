@@ -55,6 +55,46 @@ def test_votes_never_name_the_query_and_chunks_do_not_matter():
     assert hist.tolist() == [[0, 3, 0, 0], [1, 0, 2, 0]]
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_votes_sums_and_histograms_of_cuda_teachers_are_the_cpu_ones_on_their_device():
+    g = torch.Generator().manual_seed(3)
+    teachers = [WordModel(torch.randn(12, 3, generator=g), torch.randn(12, 3, generator=g))
+                for _ in range(3)]
+    queries = torch.arange(12)
+    for t in teachers:  # the votes are clear-cut: no rounding of the GPU's matmul flips one
+        logits = t.context_logits(queries)
+        logits.fill_diagonal_(float("-inf"))
+        assert float((logits.topk(2).values @ torch.tensor([1.0, -1.0])).min()) > 1e-3
+    on_cuda = [WordModel(t.vectors.cuda(), t.out_vectors.cuda()) for t in teachers]
+    votes = teacher_votes(on_cuda, queries.cuda(), chunk=5)
+    summed = teacher_probability_sum(on_cuda, queries.cuda(), chunk=5)
+    hist = vote_histogram(votes, 12)
+    assert votes.device.type == summed.device.type == hist.device.type == "cuda"
+    assert torch.equal(votes.cpu(), teacher_votes(teachers, queries, chunk=5))
+    torch.testing.assert_close(summed.cpu(), teacher_probability_sum(teachers, queries, chunk=5),
+                               atol=1e-3, rtol=1e-3)
+    assert torch.equal(hist.cpu(), vote_histogram(votes.cpu(), 12))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_outputs_are_aggregated_on_their_device_with_the_cuda_generators_draws():
+    """Threshold, vote and hidden noise are the CUDA generator's draws, in that order, on the
+    teachers' device; so are the query ids."""
+    g = torch.Generator().manual_seed(4)
+    summed, vectors = 3 * torch.rand(6, 5, generator=g).cuda(), torch.randn(3, 6, 4, generator=g).cuda()
+    plan = NoisePlan(queries=6, sigma_threshold=0.5, sigma_votes=0.7, sigma_hidden=0.3, target="soft")
+    agg = aggregate(vectors, summed, plan, threshold=2.0, clip=1.0,
+                    generator=torch.Generator(device="cuda").manual_seed(9))
+    z = torch.Generator(device="cuda").manual_seed(9)
+    top = summed.max(dim=-1).values + 0.5 * torch.randn(6, generator=z, device="cuda")
+    noisy = summed + 0.7 * torch.randn(6, 5, generator=z, device="cuda")
+    hidden = clip_rows(vectors, 1.0).mean(dim=0) + 0.3 * torch.randn(6, 4, generator=z, device="cuda")
+    assert {t.device.type for t in (agg.queries, agg.answered, agg.hidden, agg.labels, agg.soft)} == {"cuda"}
+    assert torch.equal(agg.queries.cpu(), torch.arange(6)) and torch.equal(agg.answered, top >= 2.0)
+    assert torch.equal(agg.soft, noisy) and torch.equal(agg.labels, noisy.argmax(dim=-1))
+    assert torch.equal(agg.hidden, hidden)
+
 def test_abstain_share_is_the_share_not_answered():
     agg = Aggregate(torch.arange(4), torch.tensor([True, False, False, False]), None,
                     torch.zeros(4, dtype=torch.long))

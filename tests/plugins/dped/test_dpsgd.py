@@ -125,6 +125,42 @@ def _trained(monkeypatch) -> list[dict]:
     return seen
 
 
+
+class _Handed(Exception):
+    """The spy's stop once the trainer's inputs are seen (what it does with them is sgd.py's)."""
+
+
+def _handed_to_the_trainer(monkeypatch, device: str) -> dict:
+    """The documents, negative law, validation pairs and generator a cell on ``device`` hands
+    the DP-SGD trainer."""
+    seen = {}
+
+    def spy(tokens, lengths, neg_probs, **kwargs):
+        seen.update(tokens=tokens, lengths=lengths, neg_probs=neg_probs,
+                    validation=kwargs["validation"], generator=kwargs["generator"])
+        raise _Handed
+
+    monkeypatch.setattr(dpsgd, "train_dpsgd_documents", spy)
+    ctx = _ctx()
+    ctx.device = torch.device(device)
+    with pytest.raises(_Handed):
+        dpsgd.train_on_private(ctx, DpedDpsgd.Params.model_validate(SGD), 4, 1.0, 0.7)
+    return seen
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_cuda_cell_hands_the_trainer_its_documents_and_laws_on_the_generators_device(monkeypatch):
+    """The trainer samples documents and negatives with the cell's CUDA generator: the documents,
+    their lengths, the negative law and the validation pairs are the CPU cell's, on the GPU."""
+    on_cuda, on_cpu = (_handed_to_the_trainer(monkeypatch, "cuda"),
+                       _handed_to_the_trainer(monkeypatch, "cpu"))
+    assert on_cuda["generator"].device.type == "cuda"
+    for name in ("tokens", "lengths", "neg_probs"):
+        assert on_cuda[name].device.type == "cuda", name
+        torch.testing.assert_close(on_cuda[name].cpu(), on_cpu[name])
+    assert [v.device.type for v in on_cuda["validation"]] == ["cuda"] * len(on_cpu["validation"])
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(on_cuda["validation"], on_cpu["validation"]))
+
 def _evaluated(k: dict, ctx, params) -> None:
     run_ctx, setup, model, p = k["evaluated"]
     assert run_ctx is ctx and p is params

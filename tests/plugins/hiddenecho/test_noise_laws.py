@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from dpkit.audit.independence import dependence
@@ -40,6 +41,22 @@ def test_uploads_are_clean_embeddings_plus_declared_laplace_noise():
     noise = _noise(mech, model, _texts(), 0)
     assert_laplace_law(noise, eta)  # asserts its power against a 1.5× scale error first
 
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_cuda_models_uploads_and_labels_stay_on_its_device_with_the_declared_law():
+    """A split of a CUDA model is trained on the GPU: its labels live there with its noisy rows,
+    clean embeddings plus the declared Laplace noise of the cell's CUDA generator."""
+    _, table = _model()
+    on_cuda, eta = table.cuda(), 4.0
+    model = SimpleNamespace(device=torch.device("cuda"), embed=lambda ids: on_cuda[ids.to("cuda")])
+    ids = _texts()
+    labels = [i % 3 for i in range(len(ids))]
+    mech = build_component("mechanism", "laplace_dx", {"eta": eta})
+    split = privatize_split(model, ids, labels, mech, None, torch.Generator(device="cuda").manual_seed(0))
+    assert split.labels.device.type == "cuda" and split.labels.tolist() == labels
+    assert {t.device.type for t in split.noisy} == {"cuda"}
+    assert_laplace_law(torch.cat(split.noisy).double().cpu() - table[torch.cat(ids)].double(), eta)
 
 def test_two_calls_and_two_streams_draw_independent_noise():
     """The train and test splits (two streams) and two calls on one stream share no noise."""

@@ -34,6 +34,37 @@ def test_weights_drawn_on_the_cpu_synthesize_a_cuda_table_on_its_device():
     torch.testing.assert_close(out.cpu(), w.apply(x), atol=1e-5, rtol=1e-5)
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_log_weights_of_a_cuda_table_are_the_cpu_ones_on_its_device():
+    """The clusters' member table is kept on the CPU; a CUDA table's log-weights and validity
+    mask are computed on its device and equal the CPU ones."""
+    x = torch.randn(60, 5, generator=torch.Generator().manual_seed(0))
+    clusters = embed_cluster(x, 4, 0.9)
+    assert clusters.members.device.type == "cpu"
+    (u, valid), (u_cpu, valid_cpu) = log_weights(x.cuda(), clusters, 0.5), log_weights(x, clusters, 0.5)
+    assert u.device.type == valid.device.type == "cuda"
+    assert torch.equal(valid.cpu(), valid_cpu)
+    torch.testing.assert_close(u.cpu(), u_cpu, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_weights_of_a_cuda_table_are_drawn_from_its_cuda_generator_and_stay_in_their_clusters():
+    """On a CUDA cell the table and the generator are on the GPU: the Laplace noise is drawn there,
+    and the weights are still stochastic rows inside their clusters, the CPU law's support."""
+    x = torch.randn(60, 5, generator=torch.Generator().manual_seed(0))
+    clusters = embed_cluster(x, 4, 0.9)
+    w = weight_synth(x.cuda(), clusters, 0.5, torch.Generator(device="cuda").manual_seed(1))
+    dense = w.to_dense().cpu()
+    assert torch.allclose(dense.sum(1), torch.ones(60), atol=1e-5) and bool((dense >= 0).all())
+    same = clusters.labels.unsqueeze(0) == clusters.labels.unsqueeze(1)
+    assert bool((dense[~same] == 0).all())
+    other = weight_synth(x.cuda(), clusters, 0.5, torch.Generator(device="cuda").manual_seed(2))
+    assert not torch.equal(other.to_dense().cpu(), dense)  # drawn, not the noiseless weights
+    out = w.apply(x.cuda())
+    assert out.device.type == "cuda"
+    torch.testing.assert_close(out.cpu(), dense @ x, atol=1e-5, rtol=1e-5)
+
 def test_sensitivity_matches_brute_force():
     x = torch.randn(40, 6, generator=torch.Generator().manual_seed(4))
     clusters = members_from_labels(torch.arange(40) // 5, 5)

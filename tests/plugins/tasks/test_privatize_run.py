@@ -83,6 +83,29 @@ def test_the_run_sends_once_the_declared_documents_privatized_from_its_secret(me
     assert not torch.equal(*((again[1], noisy) if noisy is not None else (again[0], substituted)))
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("mechanism, params", [("laplace_dx", {"eta": 3.0}),
+                                               ("santext", {"epsilon": 2.0})])
+def test_a_cuda_cell_privatizes_its_cpu_models_space_and_documents_on_its_device(mechanism, params):
+    """The model's space and the documents are read on the CPU; a CUDA cell moves both to its
+    device, where its generator draws: the run sends what it declared and its ground truth is
+    the documents' in-vocabulary ids."""
+    data = dataset(other=(TEST, LABELS))
+    ctx = context(data)
+    ctx.device = torch.device("cuda")
+    sent, task = sent_by(ctx), dict(TASK, utility="none")
+    private = defense(mechanism, params, **task)
+    space = private._prepared(ctx).space
+    assert space.vectors.device.type == "cuda" and torch.equal(space.vectors.cpu(), SPACE.vectors)
+    result = private.run(ctx)
+    truth = torch.cat(encode_docs(SPACE, TEST[:4], "keep", 4))
+    known = truth >= 0
+    assert torch.equal(result.truth["token_ids"].cpu(), truth[known])
+    assert result.truth["doc_lengths"] == [3, 0, 4, 2]
+    assert [n for n, _ in sent] == [("embeddings" if mechanism == "laplace_dx" else "substituted_ids")]
+    assert result.metrics["n_tokens"] == float(known.sum())
+
 def test_an_unlabelled_split_gives_the_attacks_no_attributes():
     result = defense("laplace_dx", {"eta": 3.0}).run(context(dataset(test=(TEST, None))))
     assert result.truth["attributes"] is None and result.truth["doc_lengths"] == [5, 0, 6, 2, 1]
