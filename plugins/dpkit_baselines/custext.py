@@ -130,7 +130,7 @@ class CusText(dpkit.Component):
     def output_log_probs(self, ids: torch.Tensor, space: dpkit.EmbeddingSpace) -> torch.Tensor:
         """Exact ``[n, V]`` output log-probabilities for ids ``[n]``."""
         ids = ids.to(space.vectors.device)
-        group, members = self._sets(space)
+        group, members = (t.to(ids.device) for t in self._sets(space))  # the cache may sit elsewhere
         out = torch.full((len(ids), space.size), -torch.inf, dtype=torch.float64, device=ids.device)
         verbatim = group[ids] < 0
         out[verbatim, ids[verbatim]] = 0.0

@@ -273,3 +273,17 @@ def test_sets_law_and_draws_of_a_cuda_space_are_the_cpu_ones_on_its_device(cls):
         assert out.device.type == "cuda" and int(out[3]) == -1
         assert torch.equal(out.cpu()[verbatim], ids[verbatim])
         assert torch.equal(sets[out.cpu()[ids >= 0]], sets[ids[ids >= 0]])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("cls", [CusText, CusTextPlus])
+def test_one_space_on_the_cpu_then_on_cuda_has_one_exact_law(cls):
+    """The output sets are cached by the space's fingerprint, whatever its device: the exact law
+    of a space's CUDA copy, asked after its CPU copy's, is the same law, on the CUDA device."""
+    space = random_space(41, 3, 77, stop_words=True)
+    mech = cls(cls.Params(epsilon=2.0, top_k=5))
+    ids = torch.tensor([0, 1, 5, 17, 40])
+    law = mech.output_log_probs(ids, space)
+    got = mech.output_log_probs(ids.cuda(), space.to("cuda"))
+    assert got.device.type == "cuda"
+    torch.testing.assert_close(got.cpu(), law)
