@@ -27,6 +27,10 @@ _LOAD_WORD, _JUMP_EQUAL, _JUMP_AT_LEAST, _AND, _RETURN = 0x20, 0x15, 0x35, 0x54,
 _NR, _ARCH, _SECOND_ARGUMENT = 0, 4, 24  # offsets in struct seccomp_data (little-endian)
 _X32_BIT, _SOCK_TYPE_MASK, _SOCK_STREAM = 0x40000000, 0xF, 1
 _IO_URING_SETUP = 425  # the same on every architecture
+# the instructions that jump nowhere (the kernel reads jumps only from the jump instructions)
+_LOAD_ARCH, _LOAD_NR = (_LOAD_WORD, 0, 0, _ARCH), (_LOAD_WORD, 0, 0, _NR)
+_LOAD_SOCKET_TYPE, _TYPE_LESS_FLAGS = (_LOAD_WORD, 0, 0, _SECOND_ARGUMENT), (_AND, 0, 0, _SOCK_TYPE_MASK)
+_REFUSE, _ALLOW = (_RETURN, 0, 0, _RET_ERRNO | errno.EACCES), (_RETURN, 0, 0, _RET_ALLOW)
 
 
 class Arch(NamedTuple):
@@ -60,20 +64,19 @@ def native_arch() -> Arch | None:
 
 def program(arch: Arch) -> list[tuple[int, int, int, int]]:
     """The classic-BPF program, as ``(code, jump if true, jump if false, k)`` instructions."""
-    refuse = (_RETURN, 0, 0, _RET_ERRNO | errno.EACCES)
-    return [(_LOAD_WORD, 0, 0, _ARCH),
+    return [_LOAD_ARCH,
             (_JUMP_EQUAL, 1, 0, arch.audit),             # another architecture: refused
-            refuse,
-            (_LOAD_WORD, 0, 0, _NR),
+            _REFUSE,
+            _LOAD_NR,
             (_JUMP_AT_LEAST, 6, 0, _X32_BIT),            # x32's calls: refused
             (_JUMP_EQUAL, 5, 0, arch.socket),
             (_JUMP_EQUAL, 4, 0, _IO_URING_SETUP),
             (_JUMP_EQUAL, 0, 4, arch.socketpair),        # any other call: allowed
-            (_LOAD_WORD, 0, 0, _SECOND_ARGUMENT),        # socketpair's type, less its flags
-            (_AND, 0, 0, _SOCK_TYPE_MASK),
+            _LOAD_SOCKET_TYPE,                           # socketpair's type, less its flags
+            _TYPE_LESS_FLAGS,
             (_JUMP_EQUAL, 1, 0, _SOCK_STREAM),
-            refuse,
-            (_RETURN, 0, 0, _RET_ALLOW)]
+            _REFUSE,
+            _ALLOW]
 
 
 def forbid_new_sockets(libc: ctypes.CDLL) -> str:

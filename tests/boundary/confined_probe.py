@@ -7,7 +7,7 @@ path), ``preimport`` and ``import`` (modules to import before, and once confined
 ``list``, ``write``, ``truncate`` (name → path), ``move`` (name → [from, to]), ``tcp_port``,
 ``abstract`` (an abstract Unix socket's name), ``client`` (a process id to signal), ``unix`` (a
 named Unix socket's path) and ``udp_port``; ``sockets`` says what each way of making a socket
-gave (:func:`_socket_tries`)."""
+gave (:func:`_socket_tries`, and a thread started before the confinement)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import mmap
 import os
 import socket
 import sys
+import threading
 from pathlib import Path
 
 
@@ -88,7 +89,17 @@ def main(spec: dict) -> dict:
     loose.loader.exec_module(module)
     for name in spec["preimport"]:
         importlib.import_module(name)
+    go, thread_tried = threading.Event(), {}
+
+    def in_a_thread() -> None:  # started before the confinement, as torch's threads are
+        go.wait()
+        thread_tried["unix socket"] = _try(lambda: socket.socket(socket.AF_UNIX).close())
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
     how = confine_server(spec["readable"], spec["writable"], spec.get("mode"), spec["private"])
+    go.set()
+    thread.join()
     return {"how": how, "status": _status(),
             "read": {name: _try(lambda p=path: Path(p).read_bytes())
                      for name, path in spec["read"].items()},
@@ -103,7 +114,7 @@ def main(spec: dict) -> dict:
             "tcp": _try(lambda: _connect(socket.AF_INET, ("127.0.0.1", spec["tcp_port"]))),
             "abstract": _try(lambda: _connect(socket.AF_UNIX, "\0" + spec["abstract"])),
             "signal": _try(lambda: os.kill(spec["client"], 0)),
-            "sockets": _socket_tries(spec)}
+            "sockets": {**_socket_tries(spec), **thread_tried}}
 
 
 if __name__ == "__main__":

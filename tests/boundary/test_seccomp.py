@@ -99,9 +99,13 @@ def test_an_unknown_machine_or_a_32_bit_python_gets_no_filter(monkeypatch):
 
 
 _WITHOUT_FILTER = """
-import socket, sys
+import os, socket, sys
 from dpkit.boundary import seccomp
-seccomp.ARCHES.clear()  # as on a machine the filter does not know
+machine = os.uname().machine
+if sys.argv[2] == "unknown machine":
+    seccomp.ARCHES.clear()
+else:  # a kernel without the seccomp call: ENOSYS
+    seccomp.ARCHES[machine] = seccomp.ARCHES[machine]._replace(seccomp=100000)
 from dpkit.boundary.confine import confine_server
 try:
     how = confine_server(mode=sys.argv[1])
@@ -113,20 +117,22 @@ else:
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or landlock_abi() == 0,
-                    reason="server confinement needs Linux with Landlock")
+@pytest.mark.skipif(not sys.platform.startswith("linux") or landlock_abi() == 0
+                    or seccomp.native_arch() is None,
+                    reason="server confinement needs Linux with Landlock, on x86_64 or aarch64")
 @pytest.mark.parametrize("mode", ["auto", "require"])
-def test_without_a_filter_auto_says_so_and_require_refuses(mode):
+@pytest.mark.parametrize("missing", ["unknown machine", "no seccomp call"])
+def test_without_a_filter_auto_says_so_and_require_refuses(mode, missing):
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # a mutant's
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_FILTER, mode], capture_output=True,
-                          text=True, timeout=60, env=environ)
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_FILTER, mode, missing],
+                          capture_output=True, text=True, timeout=60, env=environ)
     assert done.returncode == 0, done.stderr
-    machine = os.uname().machine
+    why = (f"[Errno {errno.ENOTSUP}] no seccomp filter for {os.uname().machine} here"
+           if missing == "unknown machine" else
+           f"[Errno {errno.ENOSYS}] seccomp(SECCOMP_SET_MODE_FILTER)")
     if mode == "auto":
-        assert done.stdout.strip() == (f"landlock ABI {landlock_abi()}; no seccomp: [Errno "
-                                       f"{errno.ENOTSUP}] no seccomp filter for {machine} here")
+        assert done.stdout.strip() == f"landlock ABI {landlock_abi()}; no seccomp: {why}"
     else:
         assert done.stdout.strip() == (
-            f"refused: no seccomp filter ([Errno {errno.ENOTSUP}] no seccomp filter for {machine} "
-            "here), and DPKIT_SERVER_CONFINE=require; use a Linux kernel with seccomp filters on "
-            "x86_64 or aarch64, or set it to auto")
+            f"refused: no seccomp filter ({why}), and DPKIT_SERVER_CONFINE=require; use a Linux "
+            "kernel with seccomp filters on x86_64 or aarch64, or set it to auto")
