@@ -18,10 +18,13 @@ Linux, dpkit closes both routes:
   public components name. It may make **no TCP connection** and, from Landlock ABI 6 on, reach
   no abstract Unix socket and signal no process outside itself. The run's output folder (results
   and noise secret), the client's artifacts, values computed from private data (``shared``), the
-  budget store and ``/tmp`` stay out of its reach.
+  budget store and ``/tmp`` stay out of its reach;
+* then a seccomp filter (:mod:`dpkit.boundary.seccomp`) refuses it any new socket, which Landlock
+  would not (a named Unix socket: Ray's, PostgreSQL's, D-Bus'; UDP).
 
 Without Landlock (an older kernel, another OS) the server still runs, unconfined, and
-:func:`confine_server` says why. ``DPKIT_SERVER_CONFINE=off`` turns both measures off (debugging
+:func:`confine_server` says why; without seccomp (another architecture) it runs with Landlock
+only, and says so. ``DPKIT_SERVER_CONFINE=off`` turns both measures off (debugging
 a server with a debugger or ``py-spy``); ``require`` refuses to start an unconfined server.
 """
 
@@ -35,6 +38,8 @@ import sys
 import sysconfig
 from collections.abc import Iterable
 from pathlib import Path
+
+from dpkit.boundary.seccomp import forbid_new_sockets
 
 VARIABLE = "DPKIT_SERVER_CONFINE"
 MODES = ("auto", "off", "require")
@@ -212,7 +217,8 @@ def _landlock(libc: ctypes.CDLL, abi: int, readable: list[Path], writable: list[
 def confine_server(readable: Iterable[str | os.PathLike] = (),
                    writable: Iterable[str | os.PathLike] = (), mode: str | None = None,
                    private: Iterable[str | os.PathLike] = ()) -> str:
-    """Confine this (a server's) process; returns how (``landlock ABI n``) or why not.
+    """Confine this (a server's) process; returns how (``landlock ABI n; seccomp: no new
+    sockets``) or why not.
     ``readable`` and ``writable`` add to :func:`readable_roots` and :func:`writable_roots`,
     ``private`` are cache folders to keep out (:func:`model_and_artifact_caches`); ``mode`` is
     the client's :func:`confine_mode` (default: this process's)."""
@@ -230,7 +236,15 @@ def confine_server(readable: Iterable[str | os.PathLike] = (),
     _drop_capabilities(libc)
     caches = model_and_artifact_caches(private)
     _landlock(libc, abi, readable_roots([*readable, *caches]), writable_roots(writable))
-    return f"landlock ABI {abi}"
+    try:  # no_new_privs is set: the filter needs it
+        sockets = forbid_new_sockets(libc)
+    except OSError as exc:
+        if mode == "require":
+            raise RuntimeError(f"no seccomp filter ({exc}), and {VARIABLE}=require; use a Linux "
+                               "kernel with seccomp filters on x86_64 or aarch64, or set it to "
+                               "auto") from exc
+        sockets = f"no seccomp: {exc}"
+    return f"landlock ABI {abi}; {sockets}"
 
 
 def _too_broad(path: Path) -> bool:

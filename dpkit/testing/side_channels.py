@@ -257,7 +257,10 @@ class RouteProbe:
     """Runs where the server is, on any server: tries routes a server must not take — read files
     (``read``: name → path), write files (``write``: name → path), read a process's memory
     (``memory``: ``[pid, address, length]``, e.g. the client's), open a TCP connection
-    (``tcp``: ``[host, port]``, e.g. Ray's GCS) — and says what each gave."""
+    (``tcp``: ``[host, port]``, e.g. Ray's GCS), ask a named Unix socket (``unix``: a path, e.g.
+    Ray's raylet or PostgreSQL's) or a UDP port (``udp``: ``[host, port]``) for an answer, send a
+    datagram to a named Unix datagram socket (``datagram``: a path, e.g. journald's) from a
+    socket pair — and says what each gave."""
 
     name = "route_probe"
     requires: ClassVar[tuple[str, ...]] = ()
@@ -269,6 +272,9 @@ class RouteProbe:
         write: dict[str, str] = {}
         memory: list[int] = []
         tcp: list[Any] = []
+        unix: str = ""
+        udp: list[Any] = []
+        datagram: str = ""
 
     def __init__(self, params: Any):
         self.params = params
@@ -299,6 +305,27 @@ class RouteProbe:
             with socket.create_connection((host, int(port)), timeout=5):
                 pass
 
+        def ask_unix(path: str) -> bytes:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(5)
+                sock.connect(path)
+                sock.sendall(b"?")
+                return sock.recv(256)
+
+        def ask_udp(host: str, port: int) -> bytes:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.settimeout(5)
+                sock.sendto(b"?", (host, int(port)))
+                return sock.recv(256)
+
+        def send_datagram(path: str) -> None:
+            pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                pair[0].sendto(b"from the server", path)
+            finally:
+                for sock in pair:
+                    sock.close()
+
         for name, path in self.params.read.items():
             attempt(f"read {name}", lambda p=path: Path(p).read_bytes())
         for name, path in self.params.write.items():
@@ -307,6 +334,12 @@ class RouteProbe:
             attempt("memory", lambda: memory(*self.params.memory))
         if self.params.tcp:
             attempt("tcp", lambda: connect(*self.params.tcp))
+        if self.params.unix:
+            attempt("unix", lambda: ask_unix(self.params.unix))
+        if self.params.udp:
+            attempt("udp", lambda: ask_udp(*self.params.udp))
+        if self.params.datagram:
+            attempt("datagram", lambda: send_datagram(self.params.datagram))
         return {"tried": tried, "got": got}
 
     def score(self, guesses: dict[str, Any], truth: dict) -> dict[str, float]:

@@ -5,16 +5,21 @@ error's name). Argument: a JSON object of ``readable``, ``writable``, ``private`
 (the confinement's arguments), ``loose`` (a module file to import first, from a folder on no
 path), ``preimport`` and ``import`` (modules to import before, and once confined), ``read``,
 ``list``, ``write``, ``truncate`` (name → path), ``move`` (name → [from, to]), ``tcp_port``,
-``abstract`` (an abstract Unix socket's name) and ``client`` (a process id to signal)."""
+``abstract`` (an abstract Unix socket's name), ``client`` (a process id to signal), ``unix`` (a
+named Unix socket's path) and ``udp_port``; ``sockets`` says what each way of making a socket
+gave (:func:`_socket_tries`, and a thread started before the confinement)."""
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 import json
+import mmap
 import os
 import socket
 import sys
+import threading
 from pathlib import Path
 
 
@@ -37,6 +42,43 @@ def _connect(family: int, address: object) -> None:
         sock.connect(address)
 
 
+def _syscall(number: int, *args: object) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, *args) < 0:
+        raise OSError(ctypes.get_errno(), f"syscall {number}")
+
+
+def _i386_socket() -> None:
+    """socket(AF_UNIX, SOCK_STREAM, 0) through i386's ``int 0x80`` (call 359 there)."""
+    code = bytes.fromhex("53" "b867010000" "bb01000000" "b901000000" "31d2" "cd80" "5b" "c3")
+    page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(code)
+    done = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()
+    if done < 0:
+        raise OSError(-done, "int 0x80")
+
+
+def _socket_tries(spec: dict) -> dict[str, str]:
+    """Each way of making a socket (or reaching one): ``ok`` or the error's name."""
+    def udp() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(b"x", ("127.0.0.1", spec["udp_port"]))
+
+    def pair(kind: int) -> None:
+        for sock in socket.socketpair(socket.AF_UNIX, kind):
+            sock.close()
+
+    tries = {"unix": lambda: _connect(socket.AF_UNIX, spec["unix"]), "udp": udp,
+             "netlink": lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close(),
+             "pair stream": lambda: pair(socket.SOCK_STREAM | socket.SOCK_CLOEXEC),
+             "pair datagram": lambda: pair(socket.SOCK_DGRAM),
+             "x32": lambda: _syscall(41 | 0x40000000, socket.AF_UNIX, socket.SOCK_STREAM, 0),
+             "io_uring": lambda: _syscall(425, 4, ctypes.create_string_buffer(120))}
+    if os.uname().machine == "x86_64":
+        tries["i386"] = _i386_socket
+    return {name: _try(action) for name, action in tries.items()}
+
+
 def main(spec: dict) -> dict:
     """Confine, then try every route of ``spec``."""
     from dpkit.boundary.confine import confine_server
@@ -47,7 +89,17 @@ def main(spec: dict) -> dict:
     loose.loader.exec_module(module)
     for name in spec["preimport"]:
         importlib.import_module(name)
+    go, thread_tried = threading.Event(), {}
+
+    def in_a_thread() -> None:  # started before the confinement, as torch's threads are
+        go.wait()
+        thread_tried["unix socket"] = _try(lambda: socket.socket(socket.AF_UNIX).close())
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
     how = confine_server(spec["readable"], spec["writable"], spec.get("mode"), spec["private"])
+    go.set()
+    thread.join()
     return {"how": how, "status": _status(),
             "read": {name: _try(lambda p=path: Path(p).read_bytes())
                      for name, path in spec["read"].items()},
@@ -61,7 +113,8 @@ def main(spec: dict) -> dict:
                        for name in spec["import"]},  # modules not imported before
             "tcp": _try(lambda: _connect(socket.AF_INET, ("127.0.0.1", spec["tcp_port"]))),
             "abstract": _try(lambda: _connect(socket.AF_UNIX, "\0" + spec["abstract"])),
-            "signal": _try(lambda: os.kill(spec["client"], 0))}
+            "signal": _try(lambda: os.kill(spec["client"], 0)),
+            "sockets": {**_socket_tries(spec), **thread_tried}}
 
 
 if __name__ == "__main__":

@@ -133,12 +133,17 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x = 1\n")
     private = [cache / "sources/private-corpus", cache / "downloads/pypi/private==1"]
-    with socket.socket() as tcp, socket.socket(socket.AF_UNIX) as unix:
+    with socket.socket() as tcp, socket.socket(socket.AF_UNIX) as unix, \
+            socket.socket(socket.AF_UNIX) as named, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
         tcp.bind(("127.0.0.1", 0))
         tcp.listen()
         name = f"dpkit-confine-test-{os.getpid()}"
         unix.bind("\0" + name)
         unix.listen()
+        named.bind(str(tmp_path / "client" / "socket"))  # a socket file, as Ray's or PostgreSQL's
+        named.listen()
+        udp.bind(("127.0.0.1", 0))
         editable = _an_editable_package_folder()
         spec = {"readable": [str(places["public"])],
                 "writable": [str(tmp_path / "scratch"), str(places["writable file"])],
@@ -159,7 +164,8 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                 "move": {"within scratch": [str(places["scratch a"]), str(places["scratch b"])],
                          "out of public": [str(places["public"]), str(tmp_path / "scratch" / "p")]},
                 "preimport": ["herepkg"], "import": ["colorsys", "dpkit.base.errors", "herepkg.later"],
-                "tcp_port": tcp.getsockname()[1], "abstract": name, "client": os.getpid()}
+                "tcp_port": tcp.getsockname()[1], "abstract": name, "client": os.getpid(),
+                "unix": named.getsockname(), "udp_port": udp.getsockname()[1]}
         # on the path, tmp_path and cwd hold the working directory: not roots, but the package
         # imported from there is (its own folder)
         out = _python([str(Path(__file__).with_name("confined_probe.py")), json.dumps(spec)],
@@ -182,7 +188,7 @@ def _an_editable_package_folder() -> Path | None:
 @landlock_only
 def test_a_confined_server_reads_writes_and_reaches_only_what_it_may(tmp_path):
     tried, _ = _confined_tries(tmp_path, None)
-    assert tried["how"] == f"landlock ABI {_kernel_landlock_abi()}"
+    assert tried["how"] == f"landlock ABI {_kernel_landlock_abi()}; seccomp: no new sockets"
     denied = "PermissionError"
     ok = {"sources/public-corpus", "downloads/pypi/public==1", "converted", "public", "scratch",
           "dpkit", "editable", "loose module", "writable file", "scratch a", "scratch b",
@@ -200,6 +206,10 @@ def test_a_confined_server_reads_writes_and_reaches_only_what_it_may(tmp_path):
     assert (tried["tcp"], tried["signal"]) == (denied, denied)
     if _kernel_landlock_abi() >= 6:  # scoped abstract sockets and signals
         assert tried["abstract"] == denied
+    # no new socket (a socket file, UDP, netlink; x32's, i386's and io_uring's ways around the
+    # socket call), but a pair of connected stream sockets (multiprocessing, asyncio)
+    assert tried["sockets"] == {**dict.fromkeys(tried["sockets"], denied), "pair stream": "ok"}
+    assert os.uname().machine != "x86_64" or "i386" in tried["sockets"]
     # no capability left (a root server gets no CAP_SYS_PTRACE), none to regain
     status = tried["status"]
     assert {k: int(v, 16) for k, v in status.items() if k.startswith("Cap")} == {
@@ -216,6 +226,11 @@ def test_control_with_confinement_off_every_try_succeeds(tmp_path):
     assert set(tried["import"].values()) == {"ok"}
     assert (tried["tcp"], tried["abstract"], tried["signal"]) == ("ok", "ok", "ok")
     assert tried["status"]["NoNewPrivs"].strip() == "0"
+    sockets = tried["sockets"]
+    assert sockets.pop("x32") in ("ok", "OSError")  # ENOSYS where the kernel has no x32
+    io_uring = sockets.pop("io_uring")  # refused by the kernel's io_uring_disabled, if set
+    assert io_uring == "ok" or Path("/proc/sys/kernel/io_uring_disabled").read_text() != "0\n"
+    assert set(sockets.values()) == {"ok"}
 
 
 def test_the_tool_caches_are_writable_but_not_hugging_faces_datasets(tmp_path, monkeypatch):

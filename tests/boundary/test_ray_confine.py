@@ -111,7 +111,7 @@ def probed(ray_plugins, tmp_path_factory):
 def test_a_ray_server_runs_confined_in_a_process_under_its_actor_and_ends_with_it(probed,
                                                                                   ray_plugins):
     confined, control = probed["auto"], probed["off"]
-    assert confined["confinement"] == f"landlock ABI {landlock_abi()}"
+    assert confined["confinement"] == f"landlock ABI {landlock_abi()}; seccomp: no new sockets"
     assert control["confinement"] == "unconfined: DPKIT_SERVER_CONFINE=off"
     for one in (confined, control):
         actor, server = one["pids"]
