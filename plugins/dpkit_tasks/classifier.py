@@ -20,7 +20,7 @@ _TRAINED = process_cache("tasks.text_classifiers",
 
 def doc_features(docs: list[torch.Tensor], space: EmbeddingSpace, kind: str) -> np.ndarray:
     """Features ``[N, F]`` of id sequences: ``mean_vectors`` (mean embedding) or ``bow`` (counts)."""
-    ids = [d[d >= 0] for d in docs]
+    ids = [d[d >= 0].cpu() for d in docs]  # a CUDA cell's server holds its messages on the GPU
     lengths = torch.tensor([len(d) for d in ids])
     flat = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long)
     doc_of = torch.repeat_interleave(torch.arange(len(ids)), lengths)
