@@ -113,13 +113,16 @@ def test_a_process_server_cannot_read_the_cells_private_corpus_and_has_its_own_t
     cache = tmp_path / "cache"
     files = {name: cache / name / "file" for name in (
         "sources/public", "sources/private", "downloads/pypi/private==1", "shared/client")}
+    files["named/public"] = tmp_path / "named" / "public"  # in no root a server may read, but
+    # the spec names it as a public input: the server may read it, and only it
     for path in files.values():
         path.parent.mkdir(parents=True)
         path.write_text("x")
     artifacts = cache / "not-yet" / "server-artifacts"  # made by each server, parents too
     init = {"defense": "toy_noise", "params": {}, "model": {"name": "toy_space", "params": {}},
             "datasets": [], "seed": 1, "device": "cpu", "artifacts": str(artifacts),
-            "public_paths": [], "private_paths": [str(cache / "sources/private"),
+            "public_paths": [str(files["named/public"])],
+            "private_paths": [str(cache / "sources/private"),
                                                   str(cache / "downloads/pypi/private==1")]}
     spec = {"init": init, "paths": {k: str(p) for k, p in files.items()}}
     environ = {**{k: v for k, v in os.environ.items() if k != "DPKIT_SERVER_CONFINE"},
@@ -134,7 +137,7 @@ def test_a_process_server_cannot_read_the_cells_private_corpus_and_has_its_own_t
     assert confined["confinement"].startswith("landlock ABI")
     assert confined["read"] == {"sources/public": "ok", "sources/private": "PermissionError",
                                 "downloads/pypi/private==1": "PermissionError",
-                                "shared/client": "PermissionError"}
+                                "shared/client": "PermissionError", "named/public": "ok"}
     assert set(control["read"].values()) == {"ok"}  # the tries are real: unconfined, all succeed
     for one in (confined, control):  # a temp folder of its own, removed when it ends
         assert Path(one["temp"]).name.startswith("dpkit-server-")
@@ -215,7 +218,13 @@ def test_opening_a_device_allocates_on_that_device_and_only_for_cuda(monkeypatch
     from dpkit.boundary.channel import open_device
 
     made: list = []
-    monkeypatch.setattr(torch, "zeros", lambda *shape, device=None: made.append(device))
+    real = torch.zeros
+
+    def zeros(*shape, device=None):  # records the device; the call must be a valid allocation
+        made.append(device)
+        return real(*shape, device="cpu")
+
+    monkeypatch.setattr(torch, "zeros", zeros)
     for device in ("cpu", "cuda:2", "cuda"):
         open_device(device)
     assert made == ["cuda:2", "cuda"]
@@ -227,3 +236,34 @@ def test_opening_a_cuda_device_makes_its_context():
 
     open_device("cuda")
     assert torch.cuda.is_initialized()
+
+
+EXIT_PROBE = """
+import os
+os.environ["DPKIT_LOAD_PLUGINS"] = ""
+os.environ["DPKIT_EXTRA_PLUGINS"] = "toy=dpkit.testing.toy"
+if __name__ == "__main__":
+    import dpkit.contract.plugins
+    from dpkit.boundary.channel import ProcessChannel
+
+    registry = dpkit.contract.plugins.get_registry()
+    channel = ProcessChannel({"defense": "toy_noise", "params": {}, "model": None,
+                              "datasets": [], "seed": 1, "device": "cpu",
+                              "plugins": dict(registry.modules)})
+    print(channel.pid, flush=True)  # and exits without closing it, as a crashed client would
+"""
+
+
+def test_a_client_that_exits_without_closing_its_server_ends_it_and_does_not_wait(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(EXIT_PROBE)
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pid = int(done.stdout.strip().splitlines()[-1])
+    for _ in range(100):
+        if not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        __import__("time").sleep(0.1)
+    else:
+        raise AssertionError("the server outlived its client")
