@@ -19,6 +19,8 @@ from typing import Any
 from dpkit.base.errors import ServerError
 from dpkit.boundary.host import ServerHost
 from dpkit.boundary.scratch import private_temp_folder, use_temp_folder
+from dpkit.boundary.threads import (limit_threads, one_thread, quiet_helper_threads,
+                                    threads_before_rules)
 from dpkit.release.codec import decode, encode, raise_if_error
 
 READY_TIMEOUT_S = 600.0
@@ -45,23 +47,22 @@ class InProcessChannel:
 
 def _serve(conn: Any, init: bytes, threads: int, scratch: str) -> None:
     """The server process: build the host, then answer requests until the pipe closes."""
-    import torch
-
-    torch.set_num_threads(threads)
+    one_thread()  # until confined; the cell's threads come after the rules
     use_temp_folder(scratch)  # the client removes it when this process ends
     try:
-        _answer(conn, init, scratch)
+        _answer(conn, init, scratch, threads)
     except BrokenPipeError:  # the client closed the pipe: it no longer needs this server
         return
 
 
-def _answer(conn: Any, init: bytes, scratch: str) -> None:
+def _answer(conn: Any, init: bytes, scratch: str, threads: int = 1) -> None:
     """Confine this process, build the host, then answer requests until the pipe closes."""
     from dpkit.boundary.confine import confine_server
 
     try:
         payload = decode(init)
-        open_device(str(payload.get("device", "cpu")))
+        device = str(payload.get("device", "cpu"))
+        open_device(device)
         artifacts = server_artifacts(payload)
         if artifacts:  # values the server caches with dpkit.cached stay in its own folder
             from dpkit.base.cache import SHARED_VARIABLE
@@ -71,8 +72,11 @@ def _answer(conn: Any, init: bytes, scratch: str) -> None:
 
         def prepare(public: Any) -> None:  # the server's own code runs only after this
             public.preload()
+            alone = threads_before_rules(device, payload.get("confine"))
             how.append(confine_server(payload.get("public_paths", []), [scratch, *artifacts],
-                                      payload.get("confine"), payload.get("private_paths", [])))
+                                      payload.get("confine"), payload.get("private_paths", []))
+                       + alone)
+            limit_threads(threads)  # started by the confined thread: bound by its rules
 
         host = ServerHost(payload, prepare=prepare)
         confinement = how[0]
@@ -135,6 +139,7 @@ def start_fork_server() -> None:
 def _context(preload: list[str]) -> Any:
     ctx = multiprocessing.get_context("forkserver")
     if not _PRELOADED:  # the forkserver starts once per process, with the first child
+        quiet_helper_threads()  # in its environment, before it loads any library
         _PRELOADED.extend(dict.fromkeys(["torch", "dpkit.boundary.host", *_PENDING, *preload]))
         ctx.set_forkserver_preload(list(_PRELOADED))
     return ctx

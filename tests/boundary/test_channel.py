@@ -202,6 +202,9 @@ def test_a_servers_device_context_is_made_before_its_confinement(monkeypatch, de
     order: list[tuple] = []
     monkeypatch.setattr(channel, "open_device", lambda d: order.append(("device", d)))
     monkeypatch.setattr(confine, "confine_server", lambda *a: order.append(("confine",)) or "off")
+    monkeypatch.setattr(channel, "threads_before_rules",
+                        lambda d, mode: order.append(("alone", d)) or " (alone)")
+    monkeypatch.setattr(channel, "limit_threads", lambda n: order.append(("threads", n)))
 
     class Host:
         def __init__(self, payload, prepare):
@@ -209,9 +212,10 @@ def test_a_servers_device_context_is_made_before_its_confinement(monkeypatch, de
 
     monkeypatch.setattr(channel, "ServerHost", Host)
     pipe = _Pipe()
-    channel._answer(pipe, encode({} if device is None else {"device": device}), "/nowhere")
-    assert order == [("device", device or "cpu"), ("preload",), ("confine",)]
-    assert pipe.sent == [{"ready": True, "confinement": "off"}]
+    channel._answer(pipe, encode({} if device is None else {"device": device}), "/nowhere", 3)
+    assert order == [("device", device or "cpu"), ("preload",), ("alone", device or "cpu"),
+                     ("confine",), ("threads", 3)]  # the cell's threads: started once confined
+    assert pipe.sent == [{"ready": True, "confinement": "off (alone)"}]
 
 
 def test_opening_a_device_allocates_on_that_device_and_only_for_cuda(monkeypatch):

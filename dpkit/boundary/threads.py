@@ -1,0 +1,99 @@
+"""A server is one thread when it confines itself: Landlock binds only the thread that asks (and
+the threads it starts later), so a thread started before the rules — a BLAS pool, a public model
+plug-in's background thread — would keep reading what the rules close.
+
+:func:`one_thread` keeps torch and the BLAS libraries to one thread until the rules are in
+place; :func:`limit_threads` then gives them the cell's threads, which the confined thread starts.
+:func:`threads_before_rules` says how many other threads there are.
+"""
+
+from __future__ import annotations
+
+import os
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""Read by OpenMP and the BLAS libraries when they load (a library loaded later in the server)."""
+
+
+HELPER_SETTINGS = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
+"""Libraries' helper threads started at load, turned off unless the user set them: pyarrow's
+jemalloc purger (loaded with scikit-learn, pandas, transformers)."""
+
+
+def quiet_helper_threads() -> None:
+    """No helper thread for the libraries of :data:`HELPER_SETTINGS` loaded from now on, nor
+    tqdm's monitor (a progress bar's)."""
+    for variable, value in HELPER_SETTINGS.items():
+        os.environ.setdefault(variable, value)
+    try:
+        import tqdm
+    except ImportError:
+        return
+    tqdm.tqdm.monitor_interval = 0
+
+
+def one_thread() -> None:
+    """Torch, and the BLAS libraries loaded from now on, start no thread (before the rules; a
+    library loaded already is not asked: asking starts its pool); no helper threads either."""
+    import torch
+
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = "1"
+    torch.set_num_threads(1)
+    quiet_helper_threads()
+
+
+def limit_threads(n: int) -> None:
+    """``n`` compute threads for torch and every BLAS library loaded (after the rules)."""
+    import torch
+
+    for variable in THREAD_VARIABLES:
+        os.environ[variable] = str(n)
+    torch.set_num_threads(n)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # no BLAS pool to resize but torch's
+        return
+    threadpool_limits(n)
+
+
+def other_threads() -> list[str]:
+    """Names of this process's threads but the calling one (Linux's ``/proc/self/task``; none
+    where it cannot tell): Python's thread names where it knows them, else the kernel's."""
+    import threading
+
+    named = {t.native_id: t.name for t in threading.enumerate()}
+    try:
+        tasks = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+    names = []
+    for task in tasks:
+        if task == threading.get_native_id():
+            continue
+        try:
+            comm = open(f"/proc/self/task/{task}/comm").read().strip()
+        except OSError:  # ended meanwhile
+            continue
+        names.append(named.get(task, comm))
+    return names
+
+
+def threads_before_rules(device: str, mode: str | None) -> str:
+    """Check that this process is one thread before it confines itself: raises on a CPU (a thread
+    the rules would not bind), and on CUDA says how many of the driver's threads (started with the
+    context, which the rules would close) stay outside them, refused where ``require`` is asked."""
+    from dpkit.boundary.confine import VARIABLE, confine_mode
+
+    others = other_threads()
+    mode = mode or confine_mode()
+    if not others or mode == "off":
+        return ""
+    if device.startswith("cuda") and mode != "require":
+        return f" ({len(others)} threads of the CUDA driver, started before the rules, outside them)"
+    cuda = " (on CUDA, use auto)" if device.startswith("cuda") else ""
+    raise RuntimeError(
+        f"the server has {len(others)} other thread(s) before it confines itself "
+        f"({', '.join(others)}), which the rules would not bind (Landlock confines the thread "
+        "that asks): a public model or dataset plug-in that starts a thread when it loads, or a "
+        f"library pool; start threads lazily, or debug with {VARIABLE}=off{cuda}")

@@ -1,0 +1,82 @@
+"""A public model plug-in that starts a thread when it loads — in the server, before the
+confinement's rules — and has it read a private file once the rules are in place. Landlock binds
+only the thread that asks, so a confined server must refuse to start with such a thread; with
+``DPKIT_SERVER_CONFINE=off`` the thread reads the file, which shows the attempt is real. The file
+is named by ``$DPKIT_TEST_LURK_PATH`` (not a model parameter: those become public paths). Load with
+``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,lurk=dpkit.testing.lurking``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from dpkit.contract.hookspecs import hookimpl
+from dpkit.contract.params import Params
+from dpkit.release.view import ServerView
+from dpkit.testing.toy import ToySpace
+
+PATH_VARIABLE = "DPKIT_TEST_LURK_PATH"
+_STOLEN: dict[str, str] = {}
+
+
+def _lurk(path: str, delay: float) -> None:
+    time.sleep(delay)  # until the server has confined itself
+    try:
+        _STOLEN["read"] = Path(path).read_text()
+    except OSError as exc:
+        _STOLEN["read"] = type(exc).__name__
+
+
+class LurkingSpace(ToySpace):
+    """The toy space, whose loading starts a thread named ``lurker``."""
+
+    name = "lurking_space"
+
+    def load(self, device: torch.device):
+        """Start the lurker, then load the toy space."""
+        threading.Thread(target=_lurk, args=(os.environ.get(PATH_VARIABLE, "/nonexistent"), 1.0),
+                         name="lurker", daemon=True).start()
+        return super().load(device)
+
+
+class LurkProbe:
+    """What the lurker read (waits for it), and the server's torch threads."""
+
+    name = "lurk_probe"
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    class Params(Params):
+        """No parameters."""
+
+    def __init__(self, params: Any):
+        self.params = params
+
+    def run(self, view: ServerView, ctx: Any) -> dict[str, Any]:
+        """``read``: the file's text or the error's name; ``torch_threads``."""
+        for _ in range(100):
+            if "read" in _STOLEN:
+                break
+            time.sleep(0.05)
+        return {"read": _STOLEN.get("read", ""), "torch_threads": torch.get_num_threads()}
+
+    def score(self, guesses: dict[str, Any], truth: dict) -> dict[str, float]:
+        """Nothing to score: a probe for tests."""
+        return {}
+
+
+@hookimpl
+def dpkit_register_models(register):
+    """The lurking space."""
+    register(LurkingSpace)
+
+
+@hookimpl
+def dpkit_register_attacks(register):
+    """The lurk probe."""
+    register(LurkProbe)
