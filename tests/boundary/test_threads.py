@@ -70,16 +70,95 @@ def test_a_confined_server_starts_its_compute_threads_after_the_rules(tmp_path):
 
 def test_a_thread_before_the_rules_is_refused_on_a_cpu_and_reported_on_cuda():
     stop = threading.Event()
-    waiting = threading.Thread(target=stop.wait, name="early-bird", daemon=True)
-    waiting.start()
+    birds = [threading.Thread(target=stop.wait, name=f"early-bird-{i}", daemon=True)
+             for i in range(2)]
+    for bird in birds:
+        bird.start()
     try:
-        assert "early-bird" in other_threads()
-        with pytest.raises(RuntimeError, match=r"before it confines itself \(.*early-bird"):
+        others = other_threads()
+        assert {"early-bird-0", "early-bird-1"} <= set(others)
+        with pytest.raises(RuntimeError) as refused:
             threads_before_rules("cpu", "auto")
-        with pytest.raises(RuntimeError, match="on CUDA, use auto"):
+        message = str(refused.value)
+        assert f"({', '.join(others)})" in message and "early-bird" in message
+        assert "confines the thread that asks" in message and "start threads lazily" in message
+        assert message.endswith("debug with DPKIT_SERVER_CONFINE=off")  # the fix, no CUDA advice
+        with pytest.raises(RuntimeError) as on_cuda:
             threads_before_rules("cuda:0", "require")
+        assert str(on_cuda.value).endswith("DPKIT_SERVER_CONFINE=off (on CUDA, use auto)")
         assert "threads of the CUDA driver" in threads_before_rules("cuda:0", "auto")
         assert threads_before_rules("cpu", "off") == ""
     finally:
         stop.set()
-        waiting.join()
+        for bird in birds:
+            bird.join()
+
+
+@pytest.fixture
+def native_thread():
+    """A thread Python does not know (a library's): it waits in ``pause()`` until cancelled."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    thread = ctypes.c_ulong()
+    assert libc.pthread_create(ctypes.byref(thread), None, libc.pause, None) == 0
+    yield
+    libc.pthread_cancel(thread)
+    libc.pthread_join(thread, None)
+
+
+def test_threads_are_named_by_python_or_else_by_the_kernel_and_one_that_ends_is_skipped(
+        monkeypatch, native_thread):
+    import dpkit.boundary.threads as threads
+
+    stop = threading.Event()
+    named = [threading.Thread(target=stop.wait, name=f"named-{i}", daemon=True) for i in range(3)]
+    for thread in named:
+        thread.start()
+    try:
+        tasks = [int(t) for t in os.listdir("/proc/self/task") if int(t) != threading.get_native_id()]
+        gone = named[0].native_id  # ends while the names are read; others are listed after it
+        assert tasks.index(gone) < len(tasks) - 1
+
+        def read(path, *args, **kwargs):
+            if path == f"/proc/self/task/{gone}/comm":
+                raise FileNotFoundError(path)
+            return open(path, *args, **kwargs)
+
+        monkeypatch.setattr(threads, "open", read, raising=False)
+        names = threads.other_threads()
+        left = [t for t in tasks if t != gone]
+        assert len(names) == len(left) and all(isinstance(n, str) and n for n in names)
+        kernel = {t: open(f"/proc/self/task/{t}/comm").read().strip() for t in left}
+        python = {t.native_id: t.name for t in threading.enumerate()}
+        assert set(left) - set(python)  # the native thread, named by the kernel
+        assert sorted(names) == sorted(python.get(t, kernel[t]) for t in left)
+    finally:
+        stop.set()
+        for thread in named:
+            thread.join()
+
+
+def test_helper_threads_stay_off_and_the_cells_threads_are_set_everywhere(tmp_path):
+    code = """
+import json, os, threading, tqdm, torch
+from threadpoolctl import threadpool_info
+from dpkit.boundary.threads import THREAD_VARIABLES, limit_threads, quiet_helper_threads
+quiet_helper_threads()
+bar = tqdm.tqdm(total=2, disable=False, file=open(os.devnull, "w"))
+monitor = tqdm.tqdm.monitor is not None
+bar.close()
+limit_threads(3)
+print(json.dumps({"monitor": monitor, "torch": torch.get_num_threads(),
+                  "variables": [os.environ[v] for v in THREAD_VARIABLES],
+                  "pools": [p["num_threads"] for p in threadpool_info()],
+                  "jemalloc": os.environ.get("JE_ARROW_MALLOC_CONF")}))
+"""
+    environ = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=environ)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["monitor"] is False and seen["torch"] == 3
+    assert seen["variables"] == ["3", "3", "3"] and seen["pools"] and set(seen["pools"]) == {3}
+    assert seen["jemalloc"] == "background_thread:false"
