@@ -19,8 +19,7 @@ from typing import Any
 from dpkit.base.errors import ServerError
 from dpkit.boundary.host import ServerHost
 from dpkit.boundary.scratch import private_temp_folder, use_temp_folder
-from dpkit.boundary.threads import (limit_threads, one_thread, quiet_helper_threads,
-                                    threads_before_rules)
+from dpkit.boundary.threads import limit_threads, one_thread, threads_before_rules
 from dpkit.release.codec import decode, encode, raise_if_error
 
 READY_TIMEOUT_S = 600.0
@@ -61,8 +60,7 @@ def _answer(conn: Any, init: bytes, scratch: str, threads: int = 1) -> None:
 
     try:
         payload = decode(init)
-        device = str(payload.get("device", "cpu"))
-        open_device(device)
+        open_device(str(payload.get("device", "cpu")))
         artifacts = server_artifacts(payload)
         if artifacts:  # values the server caches with dpkit.cached stay in its own folder
             from dpkit.base.cache import SHARED_VARIABLE
@@ -72,7 +70,7 @@ def _answer(conn: Any, init: bytes, scratch: str, threads: int = 1) -> None:
 
         def prepare(public: Any) -> None:  # the server's own code runs only after this
             public.preload()
-            alone = threads_before_rules(device, payload.get("confine"))
+            alone = threads_before_rules(payload.get("confine"))
             how.append(confine_server(payload.get("public_paths", []), [scratch, *artifacts],
                                       payload.get("confine"), payload.get("private_paths", []))
                        + alone)
@@ -139,8 +137,8 @@ def start_fork_server() -> None:
 def _context(preload: list[str]) -> Any:
     ctx = multiprocessing.get_context("forkserver")
     if not _PRELOADED:  # the forkserver starts once per process, with the first child
-        quiet_helper_threads()  # in its environment, before it loads any library
-        _PRELOADED.extend(dict.fromkeys(["torch", "dpkit.boundary.host", *_PENDING, *preload]))
+        _PRELOADED.extend(dict.fromkeys(["dpkit.boundary.quiet_start", "torch",
+                                         "dpkit.boundary.host", *_PENDING, *preload]))
         ctx.set_forkserver_preload(list(_PRELOADED))
     return ctx
 

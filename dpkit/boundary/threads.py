@@ -1,10 +1,13 @@
-"""A server is one thread when it confines itself: Landlock binds only the thread that asks (and
-the threads it starts later), so a thread started before the rules — a BLAS pool, a public model
-plug-in's background thread — would keep reading what the rules close.
+"""A server should be one thread when it confines itself: Landlock binds only the thread that asks
+(and the threads it starts later), so a thread started before the rules — a BLAS pool, a
+progress bar's monitor, a public model plug-in's background thread — keeps reading what the rules
+close.
 
-:func:`one_thread` keeps torch and the BLAS libraries to one thread until the rules are in
-place; :func:`limit_threads` then gives them the cell's threads, which the confined thread starts.
-:func:`threads_before_rules` says how many other threads there are.
+:func:`one_thread` keeps torch and the BLAS libraries to one thread and helper threads off until
+the rules are in place; :func:`limit_threads` then gives them the cell's threads, which the
+confined thread starts. :func:`threads_before_rules` names the threads left all the same
+(reading a parquet file starts Arrow's pools; CUDA's driver starts its own): the confinement
+string reports them, and ``DPKIT_SERVER_CONFINE=require`` refuses such a server.
 """
 
 from __future__ import annotations
@@ -79,21 +82,20 @@ def other_threads() -> list[str]:
     return names
 
 
-def threads_before_rules(device: str, mode: str | None) -> str:
-    """Check that this process is one thread before it confines itself: raises on a CPU (a thread
-    the rules would not bind), and on CUDA says how many of the driver's threads (started with the
-    context, which the rules would close) stay outside them, refused where ``require`` is asked."""
+def threads_before_rules(mode: str | None) -> str:
+    """How many threads this process has besides the calling one before it confines itself, and
+    which (a note for the confinement string: the rules will not bind them); refused where
+    ``require`` is asked. One thread is the rule: see the module docstring."""
     from dpkit.boundary.confine import VARIABLE, confine_mode
 
     others = other_threads()
     mode = mode or confine_mode()
     if not others or mode == "off":
         return ""
-    if device.startswith("cuda") and mode != "require":
-        return f" ({len(others)} threads of the CUDA driver, started before the rules, outside them)"
-    cuda = " (on CUDA, use auto)" if device.startswith("cuda") else ""
+    if mode != "require":
+        return f" ({len(others)} threads started before the rules, outside them: {', '.join(others)})"
     raise RuntimeError(
         f"the server has {len(others)} other thread(s) before it confines itself "
         f"({', '.join(others)}), which the rules would not bind (Landlock confines the thread "
         "that asks): a public model or dataset plug-in that starts a thread when it loads, or a "
-        f"library pool; start threads lazily, or debug with {VARIABLE}=off{cuda}")
+        f"library pool; start threads lazily, or set {VARIABLE}=auto to run with them reported")

@@ -2,7 +2,8 @@
 confinement's rules — and has it read a private file once the rules are in place. Landlock binds
 only the thread that asks, so a confined server must refuse to start with such a thread; with
 ``DPKIT_SERVER_CONFINE=off`` the thread reads the file, which shows the attempt is real. The file
-is named by ``$DPKIT_TEST_LURK_PATH`` (not a model parameter: those become public paths). Load with
+is :func:`lurk_path` in the shared temp folder (not a model parameter: those become public paths,
+which a server may read). Load with
 ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,lurk=dpkit.testing.lurking``.
 """
 
@@ -21,8 +22,12 @@ from dpkit.contract.params import Params
 from dpkit.release.view import ServerView
 from dpkit.testing.toy import ToySpace
 
-PATH_VARIABLE = "DPKIT_TEST_LURK_PATH"
 _STOLEN: dict[str, str] = {}
+
+
+def lurk_path() -> Path:
+    """The private file the lurker reads: in the shared temp folder, out of a server's reach."""
+    return Path("/tmp") / f"dpkit-lurk-{os.getuid()}.txt"
 
 
 def _lurk(path: str, delay: float) -> None:
@@ -40,8 +45,8 @@ class LurkingSpace(ToySpace):
 
     def load(self, device: torch.device):
         """Start the lurker, then load the toy space."""
-        threading.Thread(target=_lurk, args=(os.environ.get(PATH_VARIABLE, "/nonexistent"), 1.0),
-                         name="lurker", daemon=True).start()
+        threading.Thread(target=_lurk, args=(str(lurk_path()), 1.0), name="lurker",
+                         daemon=True).start()
         return super().load(device)
 
 

@@ -203,7 +203,7 @@ def test_a_servers_device_context_is_made_before_its_confinement(monkeypatch, de
     monkeypatch.setattr(channel, "open_device", lambda d: order.append(("device", d)))
     monkeypatch.setattr(confine, "confine_server", lambda *a: order.append(("confine",)) or "off")
     monkeypatch.setattr(channel, "threads_before_rules",
-                        lambda d, mode: order.append(("alone", d)) or " (alone)")
+                        lambda mode: order.append(("alone",)) or " (alone)")
     monkeypatch.setattr(channel, "limit_threads", lambda n: order.append(("threads", n)))
 
     class Host:
@@ -213,7 +213,7 @@ def test_a_servers_device_context_is_made_before_its_confinement(monkeypatch, de
     monkeypatch.setattr(channel, "ServerHost", Host)
     pipe = _Pipe()
     channel._answer(pipe, encode({} if device is None else {"device": device}), "/nowhere", 3)
-    assert order == [("device", device or "cpu"), ("preload",), ("alone", device or "cpu"),
+    assert order == [("device", device or "cpu"), ("preload",), ("alone",),
                      ("confine",), ("threads", 3)]  # the cell's threads: started once confined
     assert pipe.sent == [{"ready": True, "confinement": "off (alone)"}]
 
