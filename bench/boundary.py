@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -77,6 +78,17 @@ def per_message(repeats: int) -> dict:
             "start_process_s": round(started, 3), "round_trips": rows}
 
 
+def _same(a: object, b: object) -> bool:
+    """Equal, counting NaN equal to NaN (an undefined metric, as JSON loads it)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def per_spec(spec: str, rounds: int = 2, seeds: int | None = None) -> dict:
     """Wall time of ``spec`` run with the server in its own process and in-process, alternating
     ``rounds`` times (the process first, so a cold cache penalises it); the best of each.
@@ -109,7 +121,12 @@ def per_spec(spec: str, rounds: int = 2, seeds: int | None = None) -> dict:
         out[f"{kind}_walls_s"] = times
     out["process_over_inprocess"] = round(out["process_wall_s"] / out["inprocess_wall_s"], 3)
     first = rows["process", 0]
-    out["same_results"] = all(r == first for r in rows.values())
+    out["differences"] = sorted({f"{key}: {name}" for other in rows.values() for key in first
+                                 for name, value in first[key][0].items()
+                                 if not _same(other.get(key, ({}, None))[0].get(name), value)}
+                                | {f"{key}: ledger" for other in rows.values() for key in first
+                                   if not _same(other.get(key, ({}, None))[1], first[key][1])})
+    out["same_results"] = not out["differences"] and all(set(r) == set(first) for r in rows.values())
     return out
 
 
@@ -135,7 +152,8 @@ def main() -> None:
         seeds = f" (seeds 0..{spec['seeds'] - 1})" if spec["seeds"] else ""
         print(f"{spec['spec']}{seeds}: {spec['process_wall_s']} s with the server in its own process, "
               f"{spec['inprocess_wall_s']} s in-process: {spec['process_over_inprocess']}×; "
-              f"identical results: {spec['same_results']}")
+              f"identical results: {spec['same_results']}"
+              + (f" (differ: {', '.join(spec['differences'][:6])})" if spec["differences"] else ""))
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "boundary.json").write_text(json.dumps(result, indent=2) + "\n")
