@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -147,8 +148,8 @@ def test_a_process_server_cannot_read_the_cells_private_corpus_and_has_its_own_t
         assert one["shared"] == str(artifacts / "shared")  # dpkit.cached: the server's own folder
 
 
-REAP_PROBE = """
-import os
+CLIENT_PROBE = """
+import os, sys
 os.environ["DPKIT_LOAD_PLUGINS"] = ""
 os.environ["DPKIT_EXTRA_PLUGINS"] = "toy=dpkit.testing.toy"
 if __name__ == "__main__":
@@ -160,22 +161,27 @@ if __name__ == "__main__":
     channel = ProcessChannel({"defense": "toy_noise", "params": {}, "model": None,
                               "datasets": [], "seed": 1, "device": "cpu",
                               "plugins": dict(registry.modules)})
-    print(channel._scratch, flush=True)
-    close_soon(channel)  # the server ends in the background; this process exits at once
+    print(channel._scratch, channel.pid, flush=True)
+    if sys.argv[1] == "close_soon":
+        close_soon(channel)  # the server ends in the background; this process exits at once
+    # "exit": exits without closing it, as a crashed client would
 """
 
 
-def test_a_server_closed_in_the_background_is_reaped_before_the_client_exits(tmp_path):
-    import os
-    import subprocess
-    import sys
-
+def _client_exits(tmp_path, how: str, timeout: float) -> tuple[str, int]:
+    """Run a client that starts one server and exits (``close_soon`` or ``exit``); its server's
+    temp folder and pid."""
     probe = tmp_path / "probe.py"
-    probe.write_text(REAP_PROBE)
-    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
+    probe.write_text(CLIENT_PROBE)
+    done = subprocess.run([sys.executable, str(probe), how], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-2000:]
-    scratch = done.stdout.strip().splitlines()[-1]
+    scratch, pid = done.stdout.strip().splitlines()[-1].split()
+    return scratch, int(pid)
+
+
+def test_a_server_closed_in_the_background_is_reaped_before_the_client_exits(tmp_path):
+    scratch, _ = _client_exits(tmp_path, "close_soon", timeout=300)
     assert scratch.startswith(str(tmp_path)) and not os.path.exists(scratch)
 
 
@@ -242,32 +248,18 @@ def test_opening_a_cuda_device_makes_its_context():
     assert torch.cuda.is_initialized()
 
 
-EXIT_PROBE = """
-import os
-os.environ["DPKIT_LOAD_PLUGINS"] = ""
-os.environ["DPKIT_EXTRA_PLUGINS"] = "toy=dpkit.testing.toy"
-if __name__ == "__main__":
-    import dpkit.contract.plugins
-    from dpkit.boundary.channel import ProcessChannel
-
-    registry = dpkit.contract.plugins.get_registry()
-    channel = ProcessChannel({"defense": "toy_noise", "params": {}, "model": None,
-                              "datasets": [], "seed": 1, "device": "cpu",
-                              "plugins": dict(registry.modules)})
-    print(channel.pid, flush=True)  # and exits without closing it, as a crashed client would
-"""
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
 
 
 def test_a_client_that_exits_without_closing_its_server_ends_it_and_does_not_wait(tmp_path):
-    probe = tmp_path / "probe.py"
-    probe.write_text(EXIT_PROBE)
-    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    pid = int(done.stdout.strip().splitlines()[-1])
+    _, pid = _client_exits(tmp_path, "exit", timeout=120)  # a client that waited would time out
     for _ in range(100):
-        if not os.path.exists(f"/proc/{pid}") or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+        if _ended(pid):
             break
-        __import__("time").sleep(0.1)
+        time.sleep(0.1)
     else:
         raise AssertionError("the server outlived its client")
