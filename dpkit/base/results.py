@@ -32,6 +32,7 @@ class CellResult:
     training_curves: list[dict[str, Any]] = field(default_factory=list)
     attacks_skipped: list[str] = field(default_factory=list)  # attacks whose inputs were not sent
     device: str = ""
+    server: str = ""                           # where the cell's server ran, and how confined
     elapsed_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)       # keys of a newer or older format
 

@@ -30,6 +30,7 @@ class InProcessChannel:
     """The host in this process, bytes both ways (no isolation; for measurements and tests)."""
 
     isolated = False
+    kind = "inprocess"
 
     def __init__(self, init: dict[str, Any], registry: Any = None,
                  defense_cls: type | None = None):
@@ -56,10 +57,14 @@ def _serve(conn: Any, init: bytes, threads: int, scratch: str) -> None:
 
 def _answer(conn: Any, init: bytes, scratch: str, threads: int = 1) -> None:
     """Confine this process, build the host, then answer requests until the pipe closes."""
-    from dpkit.boundary.confine import confine_server
+    from dpkit.boundary import fork_check
+    from dpkit.boundary.confine import confine_mode, confine_server
 
     try:
         payload = decode(init)
+        refused = fork_check.refusal(payload.get("confine") or confine_mode())
+        if refused:
+            raise RuntimeError(refused)
         open_device(str(payload.get("device", "cpu")))
         artifacts = server_artifacts(payload)
         if artifacts:  # values the server caches with dpkit.cached stay in its own folder
@@ -68,13 +73,13 @@ def _answer(conn: Any, init: bytes, scratch: str, threads: int = 1) -> None:
             os.environ[SHARED_VARIABLE] = os.path.join(artifacts[0], "shared")
         how: list[str] = []
 
-        def prepare(public: Any) -> None:  # the server's own code runs only after this
-            public.preload()
+        def prepare(public: Any) -> None:  # every plug-in line runs after the rules
             alone = threads_before_rules(payload.get("confine"))
             how.append(confine_server(payload.get("public_paths", []), [scratch, *artifacts],
                                       payload.get("confine"), payload.get("private_paths", []))
-                       + alone)
+                       + alone + fork_check.note())
             limit_threads(threads)  # started by the confined thread: bound by its rules
+            public.preload()  # the loaders, and any thread they start, are bound too
 
         host = ServerHost(payload, prepare=prepare)
         confinement = how[0]
@@ -139,6 +144,7 @@ def _context(preload: list[str]) -> Any:
     if not _PRELOADED:  # the forkserver starts once per process, with the first child
         _PRELOADED.extend(dict.fromkeys(["dpkit.boundary.quiet_start", "torch",
                                          "dpkit.boundary.host", *_PENDING, *preload]))
+        _PRELOADED.append("dpkit.boundary.fork_check")  # last: the fork server is one thread
         ctx.set_forkserver_preload(list(_PRELOADED))
     return ctx
 
@@ -152,6 +158,7 @@ class ProcessChannel:
     """
 
     isolated = True
+    kind = "process"
 
     def __init__(self, init: dict[str, Any], preload: list[str] | None = None, *,
                  wait: bool = True):

@@ -69,11 +69,18 @@ class ServerInputs:
         return self._model
 
     def preload(self) -> None:
-        """Load the spec's model and every approved dataset now (before the process is confined,
-        after which dpkit's caches, which also hold private corpora, are out of its reach)."""
-        _ = self.model
-        for ref in self._dataset_refs:
-            self.load_dataset(ref["name"], ref.get("params"))
+        """Load the spec's model and every approved dataset now, once the process is confined:
+        from dpkit's cache, which the client filled when it loaded them (a confined server
+        fetches nothing: it has no network and cannot write the cache)."""
+        try:
+            _ = self.model
+            for ref in self._dataset_refs:
+                self.load_dataset(ref["name"], ref.get("params"))
+        except PermissionError as exc:
+            raise PermissionError(
+                f"{exc} — a confined server loads its public model and datasets from dpkit's "
+                "cache only; where the client did not load them first (a Ray node of its own), "
+                "run `dpkit data fetch NAME` there") from exc
 
     def load_model(self, name: str, params: dict | None = None) -> Any:
         """Load a registered model in this process (public weights, by name)."""

@@ -67,6 +67,7 @@ class RayChannel:
     runs the cell's server in a confined process of its own (see the module docstring)."""
 
     isolated = True
+    kind = "ray"
 
     def __init__(self, init: dict[str, Any], num_gpus: float = 0,
                  preload: list[str] | None = None):

@@ -152,6 +152,15 @@ def connector(kind: str | None = None) -> Connector:
     return Connector(kind)
 
 
+def server_description(channel: Any) -> str:
+    """Where a cell's server ran and how it was confined (for its result): ``process: landlock
+    ABI 7; …``, ``ray: …``, ``inprocess: not isolated``, or empty when nothing was sent."""
+    if channel is None:
+        return ""
+    kind = getattr(channel, "kind", type(channel).__name__)
+    return f"{kind}: {getattr(channel, 'confinement', None) or 'not isolated'}"
+
+
 def remote_attack(channel: Any, name: str, params: dict, seed: int) -> dict[str, Any]:
     """Run attack ``name`` in the server process; ``{"guesses": ...}`` or ``{"skipped": why}``."""
     request = {"op": "attack", "name": name, "params": params, "seed": int(seed)}

@@ -37,9 +37,14 @@ def warm_from_environment(plugins: dict[str, str]) -> int:
 
     refs = json.loads(os.environ.get(VARIABLE) or "[]")
     registry = registry_from_modules(plugins)
+    loaded = 0
     for ref in refs:
-        load_component(registry, "model", ref["name"], ref["params"], torch.device("cpu"))
-    return len(refs)
+        try:
+            load_component(registry, "model", ref["name"], ref["params"], torch.device("cpu"))
+        except Exception:  # noqa: BLE001 - a server loads it again, under its rules, and says why
+            continue
+        loaded += 1
+    return loaded
 
 
 if os.environ.get(VARIABLE):  # imported by the fork server: warm its cache now

@@ -18,10 +18,12 @@ from dpkit.text.space import EmbeddingSpace
 def load_npy_space(name: str, vectors_path: Path, index_path: Path,
                    max_vocab: int | None = None) -> EmbeddingSpace:
     """A space from a ``[V, d]`` ``.npy`` table and a parquet word index (first ``max_vocab``)."""
-    import pandas as pd
+    import pyarrow.parquet as pq
 
     table = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
-    words = pd.read_parquet(index_path)["index"].astype(str).tolist()
+    # one thread, no read-ahead pool: Arrow's pools would outlive the read (in a fork server)
+    index = pq.ParquetFile(index_path, pre_buffer=False).read(columns=["index"], use_threads=False)
+    words = [str(word) for word in index.column("index").to_pylist()]
     if len(words) != table.shape[0]:
         raise DataSourceError(f"{name}: {len(words)} words in {index_path.name} but "
                               f"{table.shape[0]} rows in {vectors_path.name}; the artifact is "

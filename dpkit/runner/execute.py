@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from dpkit.base.results import CellResult
-from dpkit.boundary.session import close_soon, connector, cross_check, remote_attack
+from dpkit.boundary.session import (close_soon, connector, cross_check, remote_attack,
+                                    server_description)
 from dpkit.contract.context import derive_seed, resolve_device
 from dpkit.contract.registry import Registry
 from dpkit.release.codec import to_device
@@ -63,6 +64,7 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
                         cell.key, plan)
             ctx.say(f"WARNING: the run's ledger {plan}")
         metrics = {k: float(v) for k, v in result.metrics.items()}
+        where = server_description(channel)
         skipped = []
         for ref in cell.attacks:
             out = (remote_attack(channel, ref["name"], ref["params"],
@@ -96,5 +98,6 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
         training_curves=list(result.training_curves),
         attacks_skipped=skipped,
         device=str(device),
+        server=where,
         elapsed_s=round(time.perf_counter() - started, 3),
     )

@@ -1,9 +1,9 @@
-"""A public model plug-in that starts a thread when it loads — in the server, before the
-confinement's rules — and has it read a private file once the rules are in place. Landlock binds
-only the thread that asks, so a confined server must refuse to start with such a thread; with
-``DPKIT_SERVER_CONFINE=off`` the thread reads the file, which shows the attempt is real. The file
-is :func:`lurk_path` in the shared temp folder (not a model parameter: those become public paths,
-which a server may read). Load with
+"""Public model plug-ins that reach for a private file when they load in a server: one starts a
+thread that reads it a second later (Landlock binds only the thread that asks and the threads it
+starts after), one reads it in ``load()`` itself. A server loads its model after its rules, so
+both are refused; with ``DPKIT_SERVER_CONFINE=off`` each reads the file, which shows the attempt
+is real. The file is :func:`lurk_path` in the shared temp folder (not a model parameter: those
+become public paths, which a server may read). Load with
 ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,lurk=dpkit.testing.lurking``.
 """
 
@@ -50,6 +50,17 @@ class LurkingSpace(ToySpace):
         return super().load(device)
 
 
+class PryingSpace(ToySpace):
+    """The toy space, whose loading reads the private file (on the loading thread)."""
+
+    name = "prying_space"
+
+    def load(self, device: torch.device):
+        """Read the file, then load the toy space."""
+        _lurk(str(lurk_path()), 0.0)
+        return super().load(device)
+
+
 class LurkProbe:
     """What the lurker read (waits for it), and the server's torch threads."""
 
@@ -71,14 +82,19 @@ class LurkProbe:
         return {"read": _STOLEN.get("read", ""), "torch_threads": torch.get_num_threads()}
 
     def score(self, guesses: dict[str, Any], truth: dict) -> dict[str, float]:
-        """Nothing to score: a probe for tests."""
-        return {}
+        """``read_private_file``: 1 when what the server read is the private file's text."""
+        try:
+            private = lurk_path().read_text()
+        except OSError:
+            private = None
+        return {"read_private_file": float(guesses["read"] == private)}
 
 
 @hookimpl
 def dpkit_register_models(register):
-    """The lurking space."""
+    """The lurking and the prying space."""
     register(LurkingSpace)
+    register(PryingSpace)
 
 
 @hookimpl
