@@ -7,8 +7,9 @@ Linux, dpkit closes both routes:
 * the client's process is made non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): no other process
   without ``CAP_SYS_PTRACE`` can read its memory, its open files or its environment;
 * each server process drops every capability (so a root server gets no ``CAP_SYS_PTRACE``) and
-  sets ``no_new_privs``; then, once its public inputs are loaded and before any of its own code
-  runs, it restricts itself with Landlock. It may **write** only in ``/dev``, the tool caches,
+  sets ``no_new_privs``; then, before any plug-in code runs in it (the loaders of its public
+  model and datasets included), it restricts itself with Landlock. It may **write** only to
+  ``/dev/null`` and its kind and a GPU's device files (not ``/dev/shm``), in the tool caches,
   its own temp folder and the server-artifact folder, so it cannot replace the run's noise secret
   or touch the client's artifacts or the budget store. It may **read** those, the Python
   installation, the imported packages' folders, ``sys.path`` (less any folder holding the working
@@ -45,6 +46,8 @@ VARIABLE = "DPKIT_SERVER_CONFINE"
 MODES = ("auto", "off", "require")
 SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
                   "/run/nvidia-persistenced")
+DEVICE_FILES = ("null", "zero", "full", "random", "urandom")
+GPU_DEVICES = ("nvidia", "dri", "kfd")
 TOOL_CACHES = (".nv", ".triton", ".cache/torch", ".cache/huggingface/hub")
 """Caches of CUDA's JIT, Triton, torch and Hugging Face's models under the home folder (public
 code and weights; not Hugging Face's datasets), and the variables that move them."""
@@ -111,11 +114,23 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
+def device_files() -> set[Path]:
+    """The device files a server may use: ``/dev/null`` and its kind, and a GPU's (NVIDIA's,
+    DRM's, ROCm's). Not ``/dev/shm``, where another process's shared memory may be named."""
+    dev = Path("/dev")
+    try:
+        gpu = {entry for entry in dev.iterdir() if entry.name.startswith(GPU_DEVICES)}
+    except OSError:
+        gpu = set()
+    return {dev / name for name in DEVICE_FILES} | gpu
+
+
 def writable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
-    """The folders a server may write (and read): ``/dev``, the tool caches, and ``extra`` (its
-    temp folder, the server-artifact folder). Not the output folder, whose noise secret a server
-    could otherwise replace with one it knows, nor dpkit's caches or the budget store."""
-    roots = {Path("/dev"), *(Path.home() / name for name in TOOL_CACHES)}
+    """The folders and files a server may write (and read): :func:`device_files`, the tool
+    caches, and ``extra`` (its temp folder, the server-artifact folder). Not the output folder,
+    whose noise secret a server could otherwise replace with one it knows, nor dpkit's caches or
+    the budget store."""
+    roots = {*device_files(), *(Path.home() / name for name in TOOL_CACHES)}
     roots |= {Path(os.environ[v]) / sub for v, sub in TOOL_CACHE_VARIABLES.items()
               if os.environ.get(v)}
     return _outermost({*roots, *map(Path, extra)})

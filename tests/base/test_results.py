@@ -11,8 +11,9 @@ from dpkit.runner.store import ResultStore
 
 FORMAT_KEYS = {"key", "spec", "method", "kind", "component", "params", "point", "seed", "data",
                "metrics", "privacy", "ledger", "plan", "wire_bytes", "training_curves",
-               "attacks_skipped", "device", "elapsed_s"}
-"""The 18 keys every results.jsonl row has had since plans and curves were added."""
+               "attacks_skipped", "device", "server", "elapsed_s"}
+"""The 19 keys of a results.jsonl row: since plans and curves were added, and ``server`` (where
+the cell's server ran, how confined) since each server has its own process."""
 
 
 def result(**over) -> CellResult:

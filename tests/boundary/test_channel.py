@@ -219,8 +219,9 @@ def test_a_servers_device_context_is_made_before_its_confinement(monkeypatch, de
     monkeypatch.setattr(channel, "ServerHost", Host)
     pipe = _Pipe()
     channel._answer(pipe, encode({} if device is None else {"device": device}), "/nowhere", 3)
-    assert order == [("device", device or "cpu"), ("preload",), ("alone",),
-                     ("confine",), ("threads", 3)]  # the cell's threads: started once confined
+    # the cell's threads, then the public model and datasets: loaded once confined
+    assert order == [("device", device or "cpu"), ("alone",), ("confine",), ("threads", 3),
+                     ("preload",)]
     assert pipe.sent == [{"ready": True, "confinement": "off (alone)"}]
 
 

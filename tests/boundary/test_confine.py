@@ -132,6 +132,10 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
     for path in places.values():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x = 1\n")
+    shared_memory = Path("/dev/shm") / f"dpkit-confine-test-{os.getpid()}"  # a client's file there
+    if shared_memory.parent.is_dir():
+        shared_memory.write_text("x = 1\n")
+        places["dev shm"] = shared_memory
     private = [cache / "sources/private-corpus", cache / "downloads/pypi/private==1"]
     with socket.socket() as tcp, socket.socket(socket.AF_UNIX) as unix, \
             socket.socket(socket.AF_UNIX) as named, \
@@ -155,6 +159,7 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                 "list": {"scratch": str(tmp_path / "scratch"), "client": str(tmp_path / "client")},
                 "write": {"scratch": str(tmp_path / "scratch" / "new"),
                           "scratch file": str(places["scratch"]), "dev": "/dev/null",
+                          "dev shm": f"/dev/shm/dpkit-confine-test-new-{os.getpid()}",
                           "public": str(places["public"]), "client": str(places["client"]),
                           "converted": str(cache / "converted" / "new"),
                           "client new": str(tmp_path / "client" / "new"),
@@ -168,9 +173,12 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                 "unix": named.getsockname(), "udp_port": udp.getsockname()[1]}
         # on the path, tmp_path and cwd hold the working directory: not roots, but the package
         # imported from there is (its own folder)
-        out = _python([str(Path(__file__).with_name("confined_probe.py")), json.dumps(spec)],
-                      cwd=tmp_path / "cwd", DPKIT_CACHE=str(cache),
-                      extra_path=os.pathsep.join([str(tmp_path), str(tmp_path / "cwd")]))
+        try:
+            out = _python([str(Path(__file__).with_name("confined_probe.py")), json.dumps(spec)],
+                          cwd=tmp_path / "cwd", DPKIT_CACHE=str(cache),
+                          extra_path=os.pathsep.join([str(tmp_path), str(tmp_path / "cwd")]))
+        finally:
+            shared_memory.unlink(missing_ok=True)
     return json.loads(out), places
 
 
@@ -198,7 +206,7 @@ def test_a_confined_server_reads_writes_and_reaches_only_what_it_may(tmp_path):
     assert tried["list"] == {"scratch": "ok", "client": denied}
     assert tried["write"] == {"scratch": "ok", "scratch file": "ok", "dev": "ok", "public": denied,
                               "client": denied, "converted": denied, "client new": denied,
-                              "writable file": "ok"}
+                              "writable file": "ok", "dev shm": denied}
     assert tried["truncate"] == {"client": denied, "public": denied, "scratch": "ok",
                                  "writable file": "ok"}
     assert tried["move"] == {"within scratch": "ok", "out of public": denied}
@@ -245,8 +253,12 @@ def test_the_tool_caches_are_writable_but_not_hugging_faces_datasets(tmp_path, m
     for variable in ("HF_HUB_CACHE", "CUDA_CACHE_PATH"):
         monkeypatch.delenv(variable, raising=False)
     roots = writable_roots([tmp_path / "scratch", tmp_path / "missing"])
-    assert roots == [Path("/dev"), *sorted([home / ".cache/huggingface/hub", home / ".nv", hf / "hub",
-                                            tmp_path / "triton", torch_home])]
+    devices = [p for p in roots if p.parts[1] == "dev"]
+    assert Path("/dev/null") in devices and not {Path("/dev"), Path("/dev/shm")} & set(devices)
+    assert all(p.name in ("null", "zero", "full", "random", "urandom")
+               or p.name.startswith(("nvidia", "dri", "kfd")) for p in devices)
+    assert [p for p in roots if p not in devices] == sorted([
+        home / ".cache/huggingface/hub", home / ".nv", hf / "hub", tmp_path / "triton", torch_home])
     (tmp_path / "scratch").mkdir()
     assert tmp_path / "scratch" in writable_roots([tmp_path / "scratch"])
 

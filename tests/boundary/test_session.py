@@ -367,3 +367,19 @@ def test_only_a_process_server_starts_early_and_only_once(tmp_path, toy_plugins,
         other = connector(kind)
         other.start(opened.defense, opened.ctx)
         assert other._early is None
+
+
+def test_a_cells_result_names_where_its_server_ran_and_how_it_was_confined():
+    from types import SimpleNamespace
+
+    from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+    from dpkit.boundary.session import server_description
+
+    assert server_description(None) == ""  # nothing was sent: no server
+    local = InProcessChannel.__new__(InProcessChannel)
+    assert server_description(local) == "inprocess: not isolated"
+    confined = ProcessChannel.__new__(ProcessChannel)
+    confined._confinement = "landlock ABI 7; seccomp: no new sockets"
+    assert server_description(confined) == "process: landlock ABI 7; seccomp: no new sockets"
+    remote = SimpleNamespace(kind="ray", confinement="unconfined: DPKIT_SERVER_CONFINE=off")
+    assert server_description(remote) == "ray: unconfined: DPKIT_SERVER_CONFINE=off"
