@@ -18,6 +18,7 @@ import yaml
 import dpkit.base.cache
 import dpkit.contract.plugins
 from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+from dpkit.boundary.confine import landlock_abi
 from dpkit.cli.main import main
 from dpkit.runner.plan import plan_one
 from dpkit.runner.secret import FILE as SECRET_FILE
@@ -150,6 +151,11 @@ def run_mode(spec: Path, out: Path, mode: str, monkeypatch) -> dict[str, dict]:
     used = "ProcessChannel" if mode == "process" else "InProcessChannel"
     assert requests[used] > 0 and set(requests) == {used}, requests
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    # each row names where its server ran; a process server was confined where Landlock is
+    confined = "process: landlock ABI" if landlock_abi() else "process: unconfined"
+    expected = confined if mode == "process" else "inprocess: not isolated"
+    servers = {row["server"] for row in rows if row["server"]}  # empty: the cell sent nothing
+    assert servers and all(s.startswith(expected) for s in servers), servers
     return {row["key"]: row for row in rows}
 
 
