@@ -291,3 +291,17 @@ def test_only_an_editable_installs_finder_maps_readable_folders(tmp_path, monkey
     monkeypatch.setitem(sys.modules, "__editable___pkg_finder",
                         SimpleNamespace(MAPPING={"pkg": str(client)}))
     assert _reaches(readable_roots(), client / "file")
+
+
+def test_without_a_listing_of_dev_a_server_gets_the_plain_device_files(monkeypatch):
+    from dpkit.boundary.confine import device_files
+
+    real = Path.iterdir
+
+    def unlisted(self):
+        if self == Path("/dev"):
+            raise PermissionError("/dev")
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", unlisted)
+    assert device_files() == {Path("/dev") / n for n in ("null", "zero", "full", "random", "urandom")}

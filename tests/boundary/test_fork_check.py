@@ -82,7 +82,9 @@ def test_a_threaded_fork_server_is_refused_unless_confinement_is_off(monkeypatch
     why = fork_check.refusal("auto")
     assert why.startswith("the fork server had 2 thread(s) besides its own once it imported the "
                           "plug-ins (pool-1, pool-2)")
-    assert why.endswith("or set DPKIT_SERVER_CONFINE=off to run without confinement")
+    assert ("they run unconfined and every server is a fork of it, so none may start: a plug-in "
+            "module that starts a thread when it is imported (start it lazily), or set "
+            "DPKIT_SERVER_CONFINE=off to run without confinement") in why
     assert fork_check.refusal("require") == why and fork_check.refusal("off") == ""
     monkeypatch.setattr(fork_check, "THREADS", [])
     assert fork_check.refusal("auto") == ""
@@ -90,17 +92,17 @@ def test_a_threaded_fork_server_is_refused_unless_confinement_is_off(monkeypatch
 
 def test_a_fork_server_with_threads_executes_itself_again_without_warming_once(monkeypatch):
     calls = []
-    monkeypatch.setattr(fork_check, "other_threads", lambda: ["lurker"])
+    monkeypatch.setattr(fork_check, "other_threads", lambda: ["lurker", "pool"])
     monkeypatch.setattr(fork_check.os, "execve", lambda *args: calls.append(args))
     monkeypatch.setenv(warm.VARIABLE, '[{"name": "toy_space", "params": {}}]')
     monkeypatch.setattr(fork_check, "THREADS", [])
     fork_check.check()
     (executable, argv, environment), = calls
     assert executable == sys.executable and argv == sys.orig_argv
-    assert warm.VARIABLE not in environment and environment[fork_check.UNWARMED] == "lurker"
+    assert warm.VARIABLE not in environment and environment[fork_check.UNWARMED] == "lurker, pool"
     monkeypatch.delenv(warm.VARIABLE)  # the second time (not warming), the threads are named
     fork_check.check()
-    assert len(calls) == 1 and fork_check.THREADS == ["lurker"]
+    assert len(calls) == 1 and fork_check.THREADS == ["lurker", "pool"]
     monkeypatch.setattr(fork_check, "THREADS", [])
 
 

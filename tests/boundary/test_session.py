@@ -383,3 +383,8 @@ def test_a_cells_result_names_where_its_server_ran_and_how_it_was_confined():
     assert server_description(confined) == "process: landlock ABI 7; seccomp: no new sockets"
     remote = SimpleNamespace(kind="ray", confinement="unconfined: DPKIT_SERVER_CONFINE=off")
     assert server_description(remote) == "ray: unconfined: DPKIT_SERVER_CONFINE=off"
+
+    class Recording:  # a test's stand-in channel, without a kind
+        confinement = None
+
+    assert server_description(Recording()) == "Recording: not isolated"
