@@ -264,3 +264,47 @@ def test_a_client_that_exits_without_closing_its_server_ends_it_and_does_not_wai
         time.sleep(0.1)
     else:
         raise AssertionError("the server outlived its client")
+
+
+@pytest.mark.parametrize("asked, environment, refused", [
+    ("auto", "off", True), ("require", "off", True), ("off", "auto", False), (None, "auto", True),
+    (None, "off", False)])
+def test_a_server_forked_from_a_threaded_fork_server_refuses_by_its_cells_mode(
+        monkeypatch, asked, environment, refused):
+    """The cell's confinement mode (the client's, in the init; else this process's) decides:
+    a fork server with threads forks no confined server."""
+    import dpkit.boundary.channel as channel
+    from dpkit.boundary import fork_check
+
+    monkeypatch.setattr(fork_check, "THREADS", ["lurker"])
+    monkeypatch.setenv("DPKIT_SERVER_CONFINE", environment)
+    built = []
+    monkeypatch.setattr(channel, "ServerHost", lambda payload, prepare: built.append(payload))
+    pipe = _Pipe()
+    channel._answer(pipe, encode({} if asked is None else {"confine": asked}), "/nowhere")
+    if refused:
+        assert built == [] and pipe.sent == [{
+            "__error__": "RuntimeError", "message": fork_check.refusal("auto"),
+            "traceback": pipe.sent[0]["traceback"]}]
+        assert "RuntimeError: the fork server had 1 thread(s)" in pipe.sent[0]["traceback"]
+    else:
+        assert len(built) == 1  # not refused: it went on to build its host
+
+
+def test_the_threads_before_the_rules_are_judged_by_the_cells_mode(monkeypatch):
+    import dpkit.boundary.channel as channel
+    import dpkit.boundary.confine as confine
+
+    modes = []
+    monkeypatch.setenv("DPKIT_SERVER_CONFINE", "auto")
+    monkeypatch.setattr(confine, "confine_server", lambda *a: "off")
+    monkeypatch.setattr(channel, "threads_before_rules", lambda mode: modes.append(mode) or "")
+    monkeypatch.setattr(channel, "limit_threads", lambda n: None)
+
+    class Host:
+        def __init__(self, payload, prepare):
+            prepare(type("Public", (), {"preload": lambda self: None})())
+
+    monkeypatch.setattr(channel, "ServerHost", Host)
+    channel._answer(_Pipe(), encode({"confine": "require"}), "/nowhere")
+    assert modes == ["require"]
