@@ -4,7 +4,10 @@ Imported by the fork server (:func:`dpkit.boundary.channel.preload`) when ``$DPK
 lists model references: each is loaded there, on the CPU, into the per-process cache every
 server process reads through (``load_component``). The fork server holds nothing else — a model
 named in the spec is public — and each server process forked from it owns a copy-on-write copy.
-Models for a GPU are not warmed (CUDA does not survive a fork); they load in each server process.
+Models for a GPU are not warmed (CUDA does not survive a fork); they load in each server process,
+under its rules. A model that fails to load here is left to the server, which says why; one whose
+loading starts a thread makes the fork server start again without warming
+(:mod:`dpkit.boundary.fork_check`).
 """
 
 from __future__ import annotations
