@@ -144,6 +144,7 @@ def _context(preload: list[str]) -> Any:
     if not _PRELOADED:  # the forkserver starts once per process, with the first child
         _PRELOADED.extend(dict.fromkeys(["dpkit.boundary.quiet_start", "torch",
                                          "dpkit.boundary.host", *_PENDING, *preload]))
+        _PRELOADED.append("dpkit.boundary.prefork")  # what every server would compute alike
         _PRELOADED.append("dpkit.boundary.fork_check")  # last: the fork server is one thread
         ctx.set_forkserver_preload(list(_PRELOADED))
     return ctx

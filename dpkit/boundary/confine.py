@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import site
 import sys
 import sysconfig
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from dpkit.boundary.seccomp import forbid_new_sockets
 
@@ -91,10 +93,11 @@ def confine_mode() -> str:
     return mode
 
 
+@functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)  # runs ldconfig
 
 
 def shield_client() -> bool:
@@ -153,7 +156,7 @@ def _children(folder: Path) -> list[Path]:
     return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
-def _outermost(roots: Iterable[Path]) -> list[Path]:
+def _outermost(roots: Iterable[str | os.PathLike]) -> list[Path]:
     """The existing ``roots`` that lie in no other (a rule for a folder covers what it holds)."""
     kept: list[str] = []  # sorted by parts, a folder's contents follow it
     for path in sorted({os.path.normpath(p) for p in roots}, key=lambda p: p.split(os.sep)):
@@ -165,19 +168,36 @@ def _outermost(roots: Iterable[Path]) -> list[Path]:
 def readable_roots(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
     """The folders and files a server may read, besides :func:`writable_roots` (see the module
     docstring)."""
-    roots = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    roots |= {Path(p) for p in sysconfig.get_paths().values()}
-    roots |= {Path(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
-    roots |= {Path(p) for p in SYSTEM_FOLDERS}
-    for module in list(sys.modules.values()):  # the imported packages' own folders
-        folders = getattr(module, "__path__", None)
-        if isinstance(folders, Iterable) and not isinstance(folders, (str, bytes)):
-            roots |= {Path(folder) for folder in folders if isinstance(folder, str)}
-        elif isinstance(file := getattr(module, "__file__", None), str):
-            roots.add(Path(file))
-    roots |= {Path(p) for p in sys.path if p and not _too_broad(Path(p).resolve())}
-    roots |= {Path(p) for p in extra}
-    return _outermost(roots | installed_package_folders())
+    roots = {str(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots |= set(sysconfig.get_paths().values())
+    roots |= {*site.getsitepackages(), site.getusersitepackages(), *SYSTEM_FOLDERS}
+    for name, module in list(sys.modules.items()):  # the imported packages' own folders
+        roots.update(_module_roots(name, module))
+    roots |= {p for p in sys.path if p and not _too_broad(Path(p).resolve())}
+    roots |= {str(p) for p in extra}
+    return _outermost(roots | {str(p) for p in installed_package_folders()})
+
+
+_MODULE_ROOTS: dict[str, tuple[Any, tuple[str, ...]]] = {}
+"""A module's folders or file by its name, kept with the module they were read from: computed
+once per process for thousands of modules (a server inherits the fork server's)."""
+
+
+def _module_roots(name: str, module: Any) -> tuple[str, ...]:
+    known = _MODULE_ROOTS.get(name)
+    if known is not None and known[0] is module:
+        return known[1]
+    folders = getattr(module, "__path__", None)
+    if isinstance(folders, Iterable) and not isinstance(folders, (str, bytes)):
+        roots = tuple(folder for folder in folders if isinstance(folder, str))
+        if not isinstance(folders, list):  # a namespace package's path follows sys.path
+            return roots
+    elif isinstance(file := getattr(module, "__file__", None), str):
+        roots = (file,)
+    else:
+        roots = ()
+    _MODULE_ROOTS[name] = (module, roots)
+    return roots
 
 
 def installed_package_folders() -> set[Path]:

@@ -30,6 +30,10 @@ class Executor(Protocol):
     name: ClassVar[str]
     guard_for: GuardFor | None  # set by the runner; every attempt runs under its guard
 
+    def prepare(self, cells: list[Cell]) -> None:
+        """Start what running ``cells`` will need (called before the preflight checks, so that
+        it overlaps them); the run may still be refused after it."""
+
     def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
             should_stop: Callable[[], bool], progress: Progress | None = None) -> None:
         """Run ``cells``; check ``should_stop`` between cells and submit nothing new once set."""

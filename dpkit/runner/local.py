@@ -52,12 +52,20 @@ class LocalExecutor:
         self.registry = registry
         self.noise_secret: str | None = None  # the run's (set by run_spec)
         self.guard_for: GuardFor | None = None  # set by the runner: (cell, attempt) -> a guard
+        self._prepared = False
+
+    def prepare(self, cells: list[Cell]) -> None:
+        """Have the fork server start on ``cells``' server modules and public models now, while
+        the preflight checks load the first cells' data."""
+        preload_servers(list(cells), self.registry)
+        self._prepared = True
 
     def run(self, cells: Iterable[Cell], on_result: OnResult, on_failure: OnFailure,
             should_stop: Callable[[], bool], progress: Progress | None = None) -> None:
         """Run ``cells`` in order, reporting each; stop between cells when asked."""
         cells = list(cells)
-        preload_servers(cells, self.registry)
+        if not self._prepared:
+            self.prepare(cells)
         for cell in cells:
             if should_stop():
                 return

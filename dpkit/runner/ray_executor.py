@@ -58,6 +58,9 @@ class RayExecutor:
         self.address, self.num_cpus = address, num_cpus
         self.guard_for: GuardFor | None = None  # set by the runner: (cell, attempt) -> a guard
 
+    def prepare(self, cells: list[Cell]) -> None:
+        """Nothing to start before the preflight checks: Ray starts when the cells run."""
+
     def _init(self) -> None:
         env = {k: os.environ[k] for k in _ENV_VARS if k in os.environ}
         if self.ray.is_initialized():

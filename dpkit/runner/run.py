@@ -134,9 +134,11 @@ def run_spec(spec: Spec, out_dir: str | Path | None = None, *, fresh: bool = Fal
         with contextlib.nullcontext() if held is not None and held.guards(out) else OutputLock(out):
             cells = check_spec(spec, registry)
             done = set() if fresh else set(ResultStore(out).rows)
-            preflight(spec, [c for c in cells if c.key not in done], registry,
-                      say=lambda line: print(line, file=sys.stderr) if show_progress else None)
+            pending = [c for c in cells if c.key not in done]
             runner = make_executor(executor, registry, retries=retries, address=address)
+            runner.prepare(pending)  # e.g. the fork server starts while preflight loads data
+            preflight(spec, pending, registry,
+                      say=lambda line: print(line, file=sys.stderr) if show_progress else None)
             return _run_locked(spec, cells, out, runner, fresh, show_progress, registry)
     except _Refused as refused:  # refused at admission: leave no output folder or lock behind
         _remove_made(out, made, had_lock)

@@ -305,3 +305,29 @@ def test_without_a_listing_of_dev_a_server_gets_the_plain_device_files(monkeypat
 
     monkeypatch.setattr(Path, "iterdir", unlisted)
     assert device_files() == {Path("/dev") / n for n in ("null", "zero", "full", "random", "urandom")}
+
+
+def test_a_module_replaced_under_its_name_gives_its_own_folders(tmp_path, monkeypatch):
+    """The roots remembered per module follow the module object, not its name."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.setitem(sys.modules, "swapped_package", SimpleNamespace(__path__=[str(first)]))
+    assert _reaches(readable_roots(), first / "f") and not _reaches(readable_roots(), second / "f")
+    monkeypatch.setitem(sys.modules, "swapped_package", SimpleNamespace(__path__=[str(second)]))
+    assert _reaches(readable_roots(), second / "f") and not _reaches(readable_roots(), first / "f")
+
+
+def test_a_namespace_packages_path_is_read_again_each_time(tmp_path, monkeypatch):
+    class GrowingPath:  # like importlib's _NamespacePath: follows sys.path
+        def __init__(self):
+            self.folders: list[str] = []
+
+        def __iter__(self):
+            return iter(self.folders)
+
+    path = GrowingPath()
+    monkeypatch.setitem(sys.modules, "growing_namespace", SimpleNamespace(__path__=path))
+    assert not _reaches(readable_roots(), tmp_path / "f")
+    path.folders.append(str(tmp_path))
+    assert _reaches(readable_roots(), tmp_path / "f")

@@ -116,3 +116,25 @@ def test_run_spec_uses_the_given_registry(toy_spec_text, monkeypatch):
         dpkit.contract.plugins.reset()
 
 
+
+
+def test_the_executor_prepares_the_pending_cells_before_the_preflight_checks(toy_spec_text,
+                                                                           monkeypatch, tmp_path):
+    """The fork server starts while preflight loads the first cells' data, once per run."""
+    events = []
+    monkeypatch.setattr("dpkit.runner.local.preload_servers",
+                        lambda cells, registry: events.append(("prepare", len(cells))))
+    real = __import__("dpkit.runner.run", fromlist=["preflight"]).preflight
+    monkeypatch.setattr("dpkit.runner.run.preflight",
+                        lambda spec, cells, *a, **k: events.append(("preflight", len(cells)))
+                        or real(spec, cells, *a, **k))
+    import dpkit.testing.toy
+    from dpkit.contract.plugins import PluginSystem
+
+    system = PluginSystem()
+    system.add(dpkit.testing.toy, "toy")
+    path, _ = toy_spec_text
+    outcome = run_spec(load_spec(path, registry=system.registry), tmp_path / "out",
+                       registry=system.registry, show_progress=False)
+    assert outcome.ran == 3
+    assert events == [("prepare", 3), ("preflight", 3)]
