@@ -6,8 +6,10 @@ error's name). Argument: a JSON object of ``readable``, ``writable``, ``private`
 path), ``preimport`` and ``import`` (modules to import before, and once confined), ``read``,
 ``list``, ``write``, ``truncate`` (name → path), ``move`` (name → [from, to]), ``tcp_port``,
 ``abstract`` (an abstract Unix socket's name), ``client`` (a process id to signal), ``unix`` (a
-named Unix socket's path) and ``udp_port``; ``sockets`` says what each way of making a socket
-gave (:func:`_socket_tries`, and a thread started before the confinement)."""
+named Unix socket's path), ``udp_port`` and ``shm`` (a System V shared memory segment's id);
+``sockets`` says what each way of making a socket gave (:func:`_socket_tries`, and a thread
+started before the confinement), ``ipc`` each way to another process's memory
+(:func:`_ipc_tries`)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -79,6 +82,66 @@ def _socket_tries(spec: dict) -> dict[str, str]:
     return {name: _try(action) for name, action in tries.items()}
 
 
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+def _ipc_tries(spec: dict) -> dict[str, str]:
+    """Each System V and POSIX IPC route (attaching the client's shared memory ``shm``, making
+    new ones), and each way into another process's memory or descriptors (a child of this one,
+    which the rules would let it trace): ``ok`` or the error's name. What an unconfined try made
+    is removed again."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+
+    def made(result: int, remove=None) -> None:
+        if result == -1:
+            raise OSError(ctypes.get_errno(), "refused")
+        if remove is not None:
+            remove(result)
+
+    def attach() -> None:
+        address = libc.shmat(spec["shm"], None, 0o10000)  # SHM_RDONLY
+        if address in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "shmat")
+        libc.shmdt(ctypes.c_void_p(address))
+
+    queue = f"/dpkit-probe-{os.getpid()}".encode()
+    secret = ctypes.create_string_buffer(b"in this process only")
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+
+    def read_child() -> None:
+        local = ctypes.create_string_buffer(len(secret))
+        mine = _Iovec(ctypes.cast(local, ctypes.c_void_p), len(secret))
+        theirs = _Iovec(ctypes.cast(secret, ctypes.c_void_p), len(secret))
+        made(libc.process_vm_readv(child, ctypes.byref(mine), 1, ctypes.byref(theirs), 1, 0))
+
+    def take_descriptor() -> None:
+        pidfd = libc.syscall(434, child, 0)  # pidfd_open: allowed
+        made(pidfd)
+        try:
+            made(libc.syscall(438, pidfd, 0, 0), os.close)  # pidfd_getfd(pidfd, 0, 0)
+        finally:
+            os.close(pidfd)
+
+    tries = {"shm attach": attach,
+             "shm new": lambda: made(libc.shmget(0, 4096, 0o600), lambda i: libc.shmctl(i, 0, None)),
+             "message queue": lambda: made(libc.msgget(0, 0o600), lambda i: libc.msgctl(i, 0, None)),
+             "semaphore": lambda: made(libc.semget(0, 1, 0o600), lambda i: libc.semctl(i, 0, 0)),
+             "posix queue": lambda: made(libc.mq_open(queue, os.O_CREAT | os.O_RDWR, 0o600, None),
+                                         lambda fd: (os.close(fd), libc.mq_unlink(queue))),
+             "ptrace": lambda: made(libc.ptrace(0x4206, child, None, None)),  # PTRACE_SEIZE
+             "process_vm_readv": read_child, "pidfd_getfd": take_descriptor}
+    try:
+        return {name: _try(action) for name, action in tries.items()}
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+
+
 def main(spec: dict) -> dict:
     """Confine, then try every route of ``spec``."""
     from dpkit.boundary.confine import confine_server
@@ -114,7 +177,7 @@ def main(spec: dict) -> dict:
             "tcp": _try(lambda: _connect(socket.AF_INET, ("127.0.0.1", spec["tcp_port"]))),
             "abstract": _try(lambda: _connect(socket.AF_UNIX, "\0" + spec["abstract"])),
             "signal": _try(lambda: os.kill(spec["client"], 0)),
-            "sockets": {**_socket_tries(spec), **thread_tried}}
+            "sockets": {**_socket_tries(spec), **thread_tried}, "ipc": _ipc_tries(spec)}
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from dpkit.boundary import seccomp
 from dpkit.boundary.confine import (_outermost, confine_mode, landlock_abi,
                                     model_and_artifact_caches, public_paths, readable_roots,
                                     writable_roots)
@@ -137,6 +138,7 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
         shared_memory.write_text("x = 1\n")
         places["dev shm"] = shared_memory
     private = [cache / "sources/private-corpus", cache / "downloads/pypi/private==1"]
+    segment = _client_shared_memory(b"the client's private bytes")
     with socket.socket() as tcp, socket.socket(socket.AF_UNIX) as unix, \
             socket.socket(socket.AF_UNIX) as named, \
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
@@ -170,7 +172,7 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                          "out of public": [str(places["public"]), str(tmp_path / "scratch" / "p")]},
                 "preimport": ["herepkg"], "import": ["colorsys", "dpkit.base.errors", "herepkg.later"],
                 "tcp_port": tcp.getsockname()[1], "abstract": name, "client": os.getpid(),
-                "unix": named.getsockname(), "udp_port": udp.getsockname()[1]}
+                "unix": named.getsockname(), "udp_port": udp.getsockname()[1], "shm": segment}
         # on the path, tmp_path and cwd hold the working directory: not roots, but the package
         # imported from there is (its own folder)
         try:
@@ -179,7 +181,22 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                           extra_path=os.pathsep.join([str(tmp_path), str(tmp_path / "cwd")]))
         finally:
             shared_memory.unlink(missing_ok=True)
+            ctypes.CDLL(None).shmctl(segment, 0, None)  # IPC_RMID
     return json.loads(out), places
+
+
+def _client_shared_memory(data: bytes) -> int:
+    """A System V shared memory segment of this (the client's) process holding ``data``: its id,
+    which any process can list in /proc/sysvipc/shm."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    segment = libc.shmget(0, 4096, 0o600)  # IPC_PRIVATE
+    if segment == -1:
+        pytest.skip(f"no System V shared memory here (errno {ctypes.get_errno()})")
+    address = libc.shmat(segment, None, 0)
+    ctypes.memmove(address, data, len(data))
+    libc.shmdt(ctypes.c_void_p(address))
+    return segment
 
 
 def _an_editable_package_folder() -> Path | None:
@@ -196,7 +213,7 @@ def _an_editable_package_folder() -> Path | None:
 @landlock_only
 def test_a_confined_server_reads_writes_and_reaches_only_what_it_may(tmp_path):
     tried, _ = _confined_tries(tmp_path, None)
-    assert tried["how"] == f"landlock ABI {_kernel_landlock_abi()}; seccomp: no new sockets"
+    assert tried["how"] == f"landlock ABI {_kernel_landlock_abi()}; {seccomp.DESCRIPTION}"
     denied = "PermissionError"
     ok = {"sources/public-corpus", "downloads/pypi/public==1", "converted", "public", "scratch",
           "dpkit", "editable", "loose module", "writable file", "scratch a", "scratch b",
@@ -218,6 +235,9 @@ def test_a_confined_server_reads_writes_and_reaches_only_what_it_may(tmp_path):
     # socket call), but a pair of connected stream sockets (multiprocessing, asyncio)
     assert tried["sockets"] == {**dict.fromkeys(tried["sockets"], denied), "pair stream": "ok"}
     assert os.uname().machine != "x86_64" or "i386" in tried["sockets"]
+    # no System V or POSIX IPC (the client's segment by its id, new ones), no way into another
+    # process's memory or descriptors, not even a child's
+    assert tried["ipc"] == dict.fromkeys(tried["ipc"], denied) and len(tried["ipc"]) == 8
     # no capability left (a root server gets no CAP_SYS_PTRACE), none to regain
     status = tried["status"]
     assert {k: int(v, 16) for k, v in status.items() if k.startswith("Cap")} == {
@@ -239,6 +259,7 @@ def test_control_with_confinement_off_every_try_succeeds(tmp_path):
     io_uring = sockets.pop("io_uring")  # refused by the kernel's io_uring_disabled, if set
     assert io_uring == "ok" or Path("/proc/sys/kernel/io_uring_disabled").read_text() != "0\n"
     assert set(sockets.values()) == {"ok"}
+    assert set(tried["ipc"].values()) == {"ok"}
 
 
 def test_the_tool_caches_are_writable_but_not_hugging_faces_datasets(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from dpkit.boundary.confine import landlock_abi
 from dpkit.release.codec import decode, encode, raise_if_error
 from dpkit.runner.secret import FILE as SECRET_FILE
 from dpkit.testing.side_channels import client_memory_readable_unconfined
+from dpkit.boundary import seccomp
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or landlock_abi() == 0,
                                 reason="server confinement needs Linux with Landlock")
@@ -111,7 +112,7 @@ def probed(ray_plugins, tmp_path_factory):
 def test_a_ray_server_runs_confined_in_a_process_under_its_actor_and_ends_with_it(probed,
                                                                                   ray_plugins):
     confined, control = probed["auto"], probed["off"]
-    assert confined["confinement"] == f"landlock ABI {landlock_abi()}; seccomp: no new sockets"
+    assert confined["confinement"] == f"landlock ABI {landlock_abi()}; {seccomp.DESCRIPTION}"
     assert control["confinement"] == "unconfined: DPKIT_SERVER_CONFINE=off"
     for one in (confined, control):
         actor, server = one["pids"]

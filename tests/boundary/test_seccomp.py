@@ -45,6 +45,7 @@ def test_the_numbers_are_the_kernel_headers(machine):
     assert (arch.socket, arch.socketpair, arch.seccomp) == (
         calls["__NR_socket"], calls["__NR_socketpair"], calls["__NR_seccomp"])
     assert calls["__NR_io_uring_setup"] == 425
+    assert arch.refused == tuple(calls[f"__NR_{name}"] for name in seccomp.REFUSED_CALLS)
 
 
 def _decide(program: list[tuple[int, int, int, int]], arch: int, nr: int,
@@ -80,9 +81,11 @@ def test_the_program_refuses_new_sockets_and_other_architectures_only(machine):
         "io_uring_setup": (425, (4, 0)), "x32 socket": (arch.socket | 0x40000000, (unix, stream)),
         "datagram pair": (arch.socketpair, (unix, datagram)),
         "stream pair": (arch.socketpair, (unix, stream | flags)),
-        "read": (0 if machine == "x86_64" else 63, (0, 0)), "seccomp": (arch.seccomp, (1, 1))}
+        "read": (0 if machine == "x86_64" else 63, (0, 0)), "seccomp": (arch.seccomp, (1, 1)),
+        "mmap": (9 if machine == "x86_64" else 222, (0, 4096)),
+        **{name: (nr, (0, 0)) for name, nr in zip(seccomp.REFUSED_CALLS, arch.refused)}}
     got = {name: _decide(program, arch.audit, nr, args) for name, (nr, args) in decisions.items()}
-    allowed = {"stream pair", "read", "seccomp"}
+    allowed = {"stream pair", "read", "seccomp", "mmap"}
     assert got == {name: ALLOW if name in allowed else REFUSE for name in decisions}
     # another architecture's call, whatever its number (i386's socketcall is 102)
     assert {_decide(program, other.audit, nr) for nr in (0, 41, 102, 198)} == {REFUSE}

@@ -25,6 +25,7 @@ from dpkit.release.codec import decode, encode
 from dpkit.runner.cell import open_cell
 from dpkit.spec import load_spec
 from dpkit.spec.cells import expand
+from dpkit.boundary import seccomp
 
 
 def _ctx(registry, tmp_path, **over):
@@ -379,8 +380,8 @@ def test_a_cells_result_names_where_its_server_ran_and_how_it_was_confined():
     local = InProcessChannel.__new__(InProcessChannel)
     assert server_description(local) == "inprocess: not isolated"
     confined = ProcessChannel.__new__(ProcessChannel)
-    confined._confinement = "landlock ABI 7; seccomp: no new sockets"
-    assert server_description(confined) == "process: landlock ABI 7; seccomp: no new sockets"
+    confined._confinement = f"landlock ABI 7; {seccomp.DESCRIPTION}"
+    assert server_description(confined) == f"process: landlock ABI 7; {seccomp.DESCRIPTION}"
     remote = SimpleNamespace(kind="ray", confinement="unconfined: DPKIT_SERVER_CONFINE=off")
     assert server_description(remote) == "ray: unconfined: DPKIT_SERVER_CONFINE=off"
 

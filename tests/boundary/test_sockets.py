@@ -22,6 +22,7 @@ from dpkit.boundary.channel import ProcessChannel
 from dpkit.boundary.confine import landlock_abi
 from dpkit.boundary.seccomp import native_arch
 from dpkit.release.codec import decode, encode, raise_if_error
+from dpkit.boundary import seccomp
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or landlock_abi() == 0 or native_arch() is None,
@@ -113,7 +114,7 @@ def probed(client_sockets):
 
 
 def test_a_confined_server_says_it_makes_no_new_socket_and_still_answers(probed):
-    assert probed["auto"]["confinement"] == f"landlock ABI {landlock_abi()}; seccomp: no new sockets"
+    assert probed["auto"]["confinement"] == f"landlock ABI {landlock_abi()}; {seccomp.DESCRIPTION}"
     assert probed["off"]["confinement"] == "unconfined: DPKIT_SERVER_CONFINE=off"
     assert probed["auto"]["tally"] == probed["off"]["tally"]  # its pipe to the client still works
 
