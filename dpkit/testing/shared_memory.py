@@ -43,6 +43,25 @@ def read_segment(segment: int) -> bytes:
         libc.shmdt(ctypes.c_void_p(address))
 
 
+def make_segment(data: bytes) -> int:
+    """A new private System V shared memory segment of this process holding ``data``: its id
+    (``OSError`` where the system has none). Remove it with :func:`remove_segment`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    segment = libc.shmget(0, SEGMENT_BYTES, 0o600)  # IPC_PRIVATE
+    if segment == -1:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    address = libc.shmat(segment, None, 0)
+    ctypes.memmove(address, data, min(len(data), SEGMENT_BYTES))
+    libc.shmdt(ctypes.c_void_p(address))
+    return segment
+
+
+def remove_segment(segment: int) -> None:
+    """Remove segment ``segment`` (IPC_RMID)."""
+    ctypes.CDLL(None).shmctl(segment, 0, None)
+
+
 class SharedMemoryProbe:
     """Reads every shared memory segment it can attach (see the module docstring)."""
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from dpkit.boundary import seccomp
+from dpkit.testing.shared_memory import make_segment, remove_segment
 from dpkit.boundary.confine import (_outermost, confine_mode, landlock_abi,
                                     model_and_artifact_caches, public_paths, readable_roots,
                                     writable_roots)
@@ -138,7 +139,10 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
         shared_memory.write_text("x = 1\n")
         places["dev shm"] = shared_memory
     private = [cache / "sources/private-corpus", cache / "downloads/pypi/private==1"]
-    segment = _client_shared_memory(b"the client's private bytes")
+    try:
+        segment = make_segment(b"the client's private bytes")  # System V: listed in /proc/sysvipc
+    except OSError as exc:
+        pytest.skip(f"no System V shared memory here ({exc})")
     with socket.socket() as tcp, socket.socket(socket.AF_UNIX) as unix, \
             socket.socket(socket.AF_UNIX) as named, \
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
@@ -181,22 +185,8 @@ def _confined_tries(tmp_path: Path, mode: str | None) -> tuple[dict, dict]:
                           extra_path=os.pathsep.join([str(tmp_path), str(tmp_path / "cwd")]))
         finally:
             shared_memory.unlink(missing_ok=True)
-            ctypes.CDLL(None).shmctl(segment, 0, None)  # IPC_RMID
+            remove_segment(segment)
     return json.loads(out), places
-
-
-def _client_shared_memory(data: bytes) -> int:
-    """A System V shared memory segment of this (the client's) process holding ``data``: its id,
-    which any process can list in /proc/sysvipc/shm."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.shmat.restype = ctypes.c_void_p
-    segment = libc.shmget(0, 4096, 0o600)  # IPC_PRIVATE
-    if segment == -1:
-        pytest.skip(f"no System V shared memory here (errno {ctypes.get_errno()})")
-    address = libc.shmat(segment, None, 0)
-    ctypes.memmove(address, data, len(data))
-    libc.shmdt(ctypes.c_void_p(address))
-    return segment
 
 
 def _an_editable_package_folder() -> Path | None:

@@ -14,6 +14,7 @@ import pytest
 
 from dpkit.boundary.confine import landlock_abi
 from dpkit.boundary.seccomp import native_arch
+from dpkit.testing.shared_memory import make_segment, remove_segment
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or landlock_abi() == 0 or native_arch() is None,
@@ -42,20 +43,17 @@ if __name__ == "__main__":  # the fork server imports this file again
 @pytest.fixture
 def client_segment():
     """A shared memory segment of the client holding :data:`SECRET`, and a message queue."""
+    try:
+        segment = make_segment(SECRET)
+    except OSError as exc:
+        pytest.skip(f"no System V shared memory here ({exc})")
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.shmat.restype = ctypes.c_void_p
-    segment = libc.shmget(0, 4096, 0o600)  # IPC_PRIVATE
-    if segment == -1:
-        pytest.skip(f"no System V shared memory here (errno {ctypes.get_errno()})")
-    address = libc.shmat(segment, None, 0)
-    ctypes.memmove(address, SECRET, len(SECRET))
-    libc.shmdt(ctypes.c_void_p(address))
     queue = f"/dpkit-test-{os.getpid()}".encode()
     fd = libc.mq_open(queue, os.O_CREAT | os.O_RDWR, 0o600, None)
     try:
         yield segment, queue.decode()
     finally:
-        libc.shmctl(segment, 0, None)  # IPC_RMID
+        remove_segment(segment)
         if fd >= 0:
             os.close(fd)
             libc.mq_unlink(queue)
