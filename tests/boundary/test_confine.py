@@ -342,3 +342,36 @@ def test_a_namespace_packages_path_is_read_again_each_time(tmp_path, monkeypatch
     assert not _reaches(readable_roots(), tmp_path / "f")
     path.folders.append(str(tmp_path))
     assert _reaches(readable_roots(), tmp_path / "f")
+
+
+def test_the_python_installation_stays_readable_with_nothing_on_the_path(monkeypatch):
+    """The standard library and site-packages come from the installation's own paths, not only
+    from ``sys.path``: a module of each, never imported here, stays readable."""
+    import sysconfig
+
+    monkeypatch.setattr(sys, "path", [])
+    roots = readable_roots()
+    assert _reaches(roots, Path(sysconfig.get_paths()["stdlib"]) / "this.py")
+    assert _reaches(roots, Path(sysconfig.get_paths()["purelib"]) / "some_package" / "x.py")
+    assert _reaches(roots, Path("/usr/bin/env"))
+
+
+def test_a_modules_folders_are_read_once_per_module_object(tmp_path, monkeypatch):
+    """What makes a server's roots cheap: a module's folders are remembered with the module (the
+    fork server reads them for all its servers), and read again only for another object."""
+    from dpkit.boundary import confine
+
+    reads = []
+
+    class Counted:
+        @property
+        def __path__(self):
+            reads.append(1)
+            return [str(tmp_path)]
+
+    monkeypatch.setattr(confine, "_MODULE_ROOTS", {})
+    monkeypatch.setitem(sys.modules, "counted_package", Counted())
+    monkeypatch.setitem(sys.modules, "counted_package_neighbour", SimpleNamespace(__path__=[]))
+    assert _reaches(readable_roots(), tmp_path / "f") and _reaches(readable_roots(), tmp_path / "f")
+    assert len(reads) == 1
+    assert confine._MODULE_ROOTS["counted_package"][1] == (str(tmp_path),)
