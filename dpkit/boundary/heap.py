@@ -10,8 +10,7 @@ what a server can read.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+from dpkit.boundary.confine import _libc
 
 M_TRIM_THRESHOLD = -1
 M_TOP_PAD = -2
@@ -26,9 +25,7 @@ SETTINGS = ((M_TRIM_THRESHOLD, 1 << 30), (M_MMAP_THRESHOLD, 32 << 20), (M_TOP_PA
 def keep_freed_memory() -> bool:
     """Have this process's allocator keep what it frees (see the module docstring); False where
     the C library is not glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = getattr(_libc(), "mallopt", None)  # the C library found once, for the rules too
+    if mallopt is None:
         return False
     return all(mallopt(option, value) == 1 for option, value in SETTINGS)
