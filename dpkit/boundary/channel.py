@@ -10,20 +10,18 @@ boundary costs (``bench/boundary.py``) and is refused for real runs unless asked
 from __future__ import annotations
 
 import atexit
-import multiprocessing
 import os
 import shutil
-from collections.abc import Iterable
 from typing import Any
 
 from dpkit.base.errors import ServerError
+from dpkit.boundary.fork_server import fork_context
 from dpkit.boundary.host import ServerHost
 from dpkit.boundary.scratch import private_temp_folder, use_temp_folder
 from dpkit.boundary.threads import limit_threads, one_thread, threads_before_rules
 from dpkit.release.codec import decode, encode, raise_if_error
 
 READY_TIMEOUT_S = 600.0
-_PRELOADED: list[str] = []
 
 
 class InProcessChannel:
@@ -117,39 +115,6 @@ def server_artifacts(init: dict[str, Any]) -> list[str]:
     return [str(folder) for folder in folders]
 
 
-_PENDING: list[str] = []
-
-
-def preload(modules: Iterable[str]) -> None:
-    """Modules the fork server imports once, so that no server process imports them again (a
-    defense's client and server modules: ≈ 0.7 s a cell otherwise). Effective until the fork
-    server starts, with this process's first server; later calls change nothing."""
-    _PENDING.extend(m for m in modules if m not in _PENDING)
-
-
-def start_fork_server() -> None:
-    """Start the fork server now, in a thread, with what :func:`preload` asked for: its imports
-    and warm models (≈ 2 s) then overlap the first cell's own work instead of delaying its first
-    send."""
-    import threading
-    from multiprocessing import forkserver
-
-    _context([])
-    threading.Thread(target=forkserver.ensure_running, name="dpkit-fork-server",
-                     daemon=True).start()
-
-
-def _context(preload: list[str]) -> Any:
-    ctx = multiprocessing.get_context("forkserver")
-    if not _PRELOADED:  # the forkserver starts once per process, with the first child
-        _PRELOADED.extend(dict.fromkeys(["dpkit.boundary.quiet_start", "torch",
-                                         "dpkit.boundary.host", *_PENDING, *preload]))
-        _PRELOADED.append("dpkit.boundary.prefork")  # what every server would compute alike
-        _PRELOADED.append("dpkit.boundary.fork_check")  # last: the fork server is one thread
-        ctx.set_forkserver_preload(list(_PRELOADED))
-    return ctx
-
-
 class ProcessChannel:
     """The host in a fresh child process (see the module docstring).
 
@@ -168,7 +133,7 @@ class ProcessChannel:
         from dpkit.boundary.confine import shield_client
 
         shield_client()  # before the first server exists: no server can read this process
-        ctx = _context(list(preload or []))
+        ctx = fork_context(list(preload or []))
         self._conn, child = ctx.Pipe()
         self._scratch = private_temp_folder()
         self._process = ctx.Process(target=_serve, daemon=True, name="dpkit-server",
@@ -256,14 +221,3 @@ def _reap(process: Any, scratch: str) -> None:
         process.kill()
         process.join()
     shutil.rmtree(scratch, ignore_errors=True)
-
-
-KINDS = ("process", "ray", "inprocess")
-
-
-def channel_kind() -> str:
-    """``process`` (default), ``ray`` or ``inprocess`` from ``$DPKIT_SERVER``."""
-    kind = os.environ.get("DPKIT_SERVER", "process")
-    if kind not in KINDS:
-        raise ValueError(f"DPKIT_SERVER must be one of {', '.join(KINDS)}, got {kind!r}")
-    return kind

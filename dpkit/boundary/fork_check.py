@@ -20,6 +20,7 @@ import os
 import sys
 
 from dpkit.boundary import warm
+from dpkit.boundary.fork_server import in_fork_server
 from dpkit.boundary.threads import other_threads
 
 UNWARMED = "DPKIT_FORK_SERVER_UNWARMED"
@@ -65,11 +66,6 @@ def refusal(mode: str) -> str:
             f"plug-ins ({', '.join(THREADS)}); they run unconfined and every server is a fork of "
             "it, so none may start: a plug-in module that starts a thread when it is imported "
             f"(start it lazily), or set {VARIABLE}=off to run without confinement")
-
-
-def in_fork_server() -> bool:
-    """Whether this process is a ``multiprocessing`` fork server (not a client, not a server)."""
-    return any("multiprocessing.forkserver import main" in arg for arg in sys.orig_argv)
 
 
 if in_fork_server():  # imported once there, last; its servers inherit THREADS

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from dpkit.accounting.guarantees import NoGuarantee
-from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
+from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+from dpkit.boundary.fork_server import channel_kind
 from dpkit.boundary.confine import confine_mode, public_paths
 from dpkit.boundary.host import server_class
 from dpkit.boundary.public import PrivateDataError, overlapping_records

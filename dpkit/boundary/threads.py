@@ -18,6 +18,12 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 """Read by OpenMP and the BLAS libraries when they load (a library loaded later in the server)."""
 
 
+SPIN_SETTING = ("OPENBLAS_THREAD_TIMEOUT", "4")
+"""OpenBLAS's idle threads sleep at once (after 2⁴ cycles; 2²⁸ by default, ≈ 0.1 s of spinning
+after each call and after the pool starts). Set in the fork server, read when numpy loads there:
+a server's idle pool would otherwise spin on a core the client is computing on."""
+
+
 HELPER_SETTINGS = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
 """Libraries' helper threads started at load, turned off unless the user set them: pyarrow's
 jemalloc purger (loaded with scikit-learn, pandas, transformers)."""

@@ -81,6 +81,22 @@ def _over(base: dict, override: dict) -> dict:
     return out
 
 
+def _start_fork_server_early(executor: str, spec: str) -> None:
+    """Local runs with server processes start the fork server now, with the plug-ins' and the
+    spec's server modules, so that its imports overlap this process's own
+    (:func:`dpkit.boundary.fork_server.start_early`)."""
+    from dpkit.boundary.fork_server import channel_kind, start_early
+    from dpkit.contract.plugins import plugin_modules
+
+    try:
+        wanted = executor == "local" and channel_kind() == "process"
+    except ValueError:  # a wrong $DPKIT_SERVER: the runner says so
+        return
+    if wanted:
+        start_early([*plugin_modules(), "dpkit.runner.preload"],
+                    {"DPKIT_FORK_SERVER_SPEC": str(Path(spec).resolve())})
+
+
 def _run(args) -> int:
     if args.retries < 0:
         print(f"error: --retries must be ≥ 0, got {args.retries}", file=sys.stderr)
@@ -96,6 +112,7 @@ def _run(args) -> int:
 
 
 def _run_locked(args, held) -> int:
+    _start_fork_server_early(args.executor, args.spec)
     from dpkit.contract.plugins import get_registry
     from dpkit.report import render_table
     from dpkit.runner import run_spec

@@ -60,11 +60,7 @@ class PluginSystem:
 
     def load_entry_points(self) -> None:
         """Import every enabled entry point of group ``dpkit``; failures are recorded."""
-        only = _env_names("DPKIT_LOAD_PLUGINS")
-        disabled = _env_names("DPKIT_DISABLED_PLUGINS") or set()
-        for ep in sorted(md.entry_points(group=GROUP), key=lambda e: e.name):
-            if (only is not None and ep.name not in only) or ep.name in disabled:
-                continue
+        for ep in enabled_entry_points():
             dist = getattr(ep, "dist", None)
             info = PluginInfo(ep.name, ep.value, dist.version if dist else None,
                               dist.metadata["Name"] if dist else None)
@@ -153,6 +149,23 @@ class PluginSystem:
                     self._warned.add((info.name, err))
                     warnings.warn(f"dpkit plug-in {info.name!r} is broken: {err}", stacklevel=2)
         return registry
+
+
+def enabled_entry_points() -> list[md.EntryPoint]:
+    """The ``dpkit`` entry points ``$DPKIT_LOAD_PLUGINS`` and ``$DPKIT_DISABLED_PLUGINS`` leave
+    enabled, by name."""
+    only = _env_names("DPKIT_LOAD_PLUGINS")
+    disabled = _env_names("DPKIT_DISABLED_PLUGINS") or set()
+    return [ep for ep in sorted(md.entry_points(group=GROUP), key=lambda e: e.name)
+            if (only is None or ep.name in only) and ep.name not in disabled]
+
+
+def plugin_modules() -> list[str]:
+    """The modules loading the plug-ins imports (enabled entry points, then
+    ``$DPKIT_EXTRA_PLUGINS``), found without importing any."""
+    extra = filter(None, (p.strip() for p in os.environ.get("DPKIT_EXTRA_PLUGINS", "").split(",")))
+    return list(dict.fromkeys([*(ep.module for ep in enabled_entry_points()),
+                               *((item.partition("=")[2] or item) for item in extra)]))
 
 
 def _importable(module: str) -> bool:

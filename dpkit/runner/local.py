@@ -7,39 +7,10 @@ from typing import Callable, ClassVar, Iterable
 from dpkit.accounting.ledger import guarding
 from dpkit.contract.registry import Registry
 from dpkit.runner.execute import execute_cell
+from dpkit.runner.preload import preload_servers
 from dpkit.runner.executor import (GuardFor, OnFailure, OnResult, Progress, RetryPolicy,
                                    describe_failure)
 from dpkit.spec.cells import Cell
-
-
-def preload_servers(cells: list[Cell], registry: Registry) -> None:
-    """Have the fork server import every module the cells' server processes need, and load
-    their public CPU models, once (:mod:`dpkit.boundary.warm`)."""
-    import json
-    import os
-
-    from dpkit.boundary import warm
-    from dpkit.boundary.channel import channel_kind, preload, start_fork_server
-    from dpkit.boundary.session import server_modules
-    from dpkit.runner.cell import defense_for
-
-    refs = warm.warm_references(cells)
-    if refs:
-        os.environ[warm.VARIABLE] = json.dumps(refs)
-        os.environ[warm.VARIABLE + "_PLUGINS"] = json.dumps(dict(getattr(registry, "modules", {})))
-        preload(["dpkit.boundary.warm"])
-
-    preload(sorted(set(getattr(registry, "modules", {}).values())))
-    seen: set[tuple[str, str]] = set()
-    for cell in cells:
-        if (cell.kind, cell.component) not in seen:
-            seen.add((cell.kind, cell.component))
-            try:
-                preload(server_modules(defense_for(cell, registry)))
-            except Exception:  # noqa: BLE001 - the cell itself will report why it cannot run
-                continue
-    if channel_kind() == "process" and cells:
-        start_fork_server()
 
 
 class LocalExecutor:

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from dpkit.base.errors import ServerError
-from dpkit.boundary.channel import InProcessChannel, ProcessChannel, channel_kind
+from dpkit.boundary.channel import InProcessChannel, ProcessChannel
+from dpkit.boundary.fork_server import channel_kind
 from dpkit.boundary.confine import landlock_abi
 from dpkit.release.codec import decode, encode, raise_if_error
 

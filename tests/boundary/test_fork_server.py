@@ -1,0 +1,144 @@
+"""An early fork server (``dpkit run``): it starts before the client knows its cells, takes on
+what the client names later — modules, environment — and ends with a client that never does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from dpkit.base.errors import SpecError
+from dpkit.boundary import fork_server
+from dpkit.contract.plugins import plugin_modules
+from dpkit.runner.preload import spec_server_modules
+
+CLIENT = """
+import json, os, sys
+from dpkit.boundary import fork_server
+from dpkit.testing import fork_server_probe
+
+early = {early}
+fork_server.start_early(["netrc"] if early else [], {{"FORK_PROBE_FIRST_STAGE": "1"}})
+path = os.path.dirname(fork_server._EARLY.get("path", "")) if early else ""
+os.environ["FORK_PROBE_LATER"] = "set after the start"
+os.environ.pop("FORK_PROBE_GONE")
+fork_server.preload(["colorsys"])
+ctx = fork_server.fork_context([])
+mine, theirs = ctx.Pipe()
+child = ctx.Process(target=fork_server_probe.report,
+                    args=(theirs, ["netrc", "colorsys", "tabnanny"]))
+child.start()
+answer = mine.recv()
+child.join()
+answer["list_folder_left"] = bool(path) and os.path.exists(path)
+print(json.dumps(answer))
+"""
+
+
+def _client(early: bool) -> dict:
+    environ = {**os.environ, "FORK_PROBE_GONE": "set before the start",
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
+    done = subprocess.run([sys.executable, "-c", CLIENT.format(early=early)], env=environ,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_an_early_fork_server_takes_on_what_its_client_names_after_it_started():
+    answer = _client(early=True)
+    assert answer["environ"]["FORK_PROBE_LATER"] == "set after the start"
+    assert "FORK_PROBE_GONE" not in answer["environ"]  # removed after the start: removed there
+    assert answer["imported"] == {"netrc": True, "colorsys": True, "tabnanny": False}
+    # its first stage's variables and the list's name stay out of every server
+    assert not any(k.startswith("DPKIT_FORK_SERVER_LIST") or k == "FORK_PROBE_FIRST_STAGE"
+                   for k in answer["environ"])
+    assert answer["list_folder_left"] is False  # the client's environment is not left on disk
+
+
+def test_a_fork_server_started_once_the_cells_are_known_is_told_everything_at_once():
+    answer = _client(early=False)
+    assert answer["environ"]["FORK_PROBE_LATER"] == "set after the start"
+    assert "FORK_PROBE_GONE" not in answer["environ"]
+    assert answer["imported"] == {"netrc": False, "colorsys": True, "tabnanny": False}
+
+
+def test_servers_blas_threads_sleep_when_idle():
+    assert _client(early=True)["environ"]["OPENBLAS_THREAD_TIMEOUT"] == "4"
+
+
+def test_an_early_fork_server_whose_client_never_names_the_rest_ends_with_it(tmp_path):
+    script = textwrap.dedent("""
+        import os
+        from multiprocessing import forkserver
+        from dpkit.boundary import fork_server
+        fork_server.start_early()
+        forkserver.ensure_running()  # after the thread's: the fork server exists
+        print(forkserver._forkserver._forkserver_pid, os.path.dirname(fork_server._EARLY["path"]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ,
+                                            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert done.returncode == 0, done.stderr
+    pid, folder = done.stdout.split()
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    state = open(f"/proc/{pid}/stat").read().split()[2] if os.path.exists(f"/proc/{pid}") else ""
+    assert state in ("", "Z"), f"the fork server {pid} outlived its client (state {state})"
+    assert not os.path.exists(folder)
+
+
+def test_start_early_starts_once():
+    fork_server._STARTED.append("started")  # as if this process's fork server had started
+    try:
+        assert fork_server.start_early() is False
+    finally:
+        fork_server._STARTED.remove("started")
+
+
+@pytest.mark.parametrize(("variable", "value", "expected"), [
+    ("DPKIT_LOAD_PLUGINS", "", []),
+    ("DPKIT_LOAD_PLUGINS", "tasks,snd", ["dpkit_snd", "dpkit_tasks"]),
+    ("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy", ["dpkit.testing.toy"]),
+])
+def test_plugin_modules_are_those_loading_the_plugins_would_import(monkeypatch, variable, value,
+                                                                   expected):
+    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
+    monkeypatch.delenv("DPKIT_EXTRA_PLUGINS", raising=False)
+    monkeypatch.setenv(variable, value)
+    assert plugin_modules() == expected
+
+
+def test_disabled_plugins_are_not_imported(monkeypatch):
+    monkeypatch.delenv("DPKIT_LOAD_PLUGINS", raising=False)
+    monkeypatch.setenv("DPKIT_DISABLED_PLUGINS", "tasks")
+    modules = plugin_modules()
+    assert "dpkit_tasks" not in modules and "dpkit_snd" in modules
+
+
+def test_the_fork_server_finds_a_specs_server_modules_as_the_runner_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
+    import dpkit.contract.plugins as plugins
+
+    plugins.reset()
+    try:
+        spec = tmp_path / "toy.yaml"
+        spec.write_text("name: toy\ndata: {name: toy_text}\ndefense: {name: toy_noise}\n"
+                        "seeds: [0]\ndevice: cpu\n")
+        from dpkit.boundary.host import server_class
+        from dpkit.testing.toy import ToyNoise
+
+        assert spec_server_modules(str(spec)) == ["dpkit.testing.toy",
+                                                  server_class(ToyNoise).__module__]
+        spec.write_text("name: toy\ndata: {name: toy_text}\ndefense: {name: no_such_defense}\n")
+        with pytest.raises(SpecError, match="no_such_defense"):  # the fork server moves on
+            spec_server_modules(str(spec))
+    finally:
+        plugins.reset()
