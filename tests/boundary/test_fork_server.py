@@ -142,3 +142,81 @@ def test_the_fork_server_finds_a_specs_server_modules_as_the_runner_does(tmp_pat
             spec_server_modules(str(spec))
     finally:
         plugins.reset()
+
+
+def _rest_file(tmp_path, rest: dict) -> str:
+    folder = tmp_path / "dpkit-fork-server-list"
+    folder.mkdir()
+    (folder / "rest.json").write_text(json.dumps(rest))
+    return str(folder / "rest.json")
+
+
+def test_the_second_stage_takes_on_the_rest_and_removes_its_file(tmp_path, monkeypatch):
+    from dpkit.boundary import second_stage
+
+    path = _rest_file(tmp_path, {"modules": ["colorsys"], "set": {"FORK_PROBE_SET": "now"},
+                                 "unset": ["FORK_PROBE_UNSET"]})
+    monkeypatch.setenv(fork_server.LIST_VARIABLE, path)
+    monkeypatch.setenv(fork_server.CLIENT_VARIABLE, str(os.getppid()))
+    monkeypatch.setenv("FORK_PROBE_UNSET", "then")
+    monkeypatch.delenv(second_stage.CARRIED, raising=False)
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    second_stage.second_stage()
+    assert os.environ["FORK_PROBE_SET"] == "now" and "FORK_PROBE_UNSET" not in os.environ
+    assert fork_server.LIST_VARIABLE not in os.environ
+    assert fork_server.CLIENT_VARIABLE not in os.environ
+    assert json.loads(os.environ[second_stage.CARRIED]) == ["colorsys"]
+    assert "colorsys" in sys.modules
+    assert not os.path.exists(os.path.dirname(path))  # nothing of the client's left on disk
+    monkeypatch.delenv("FORK_PROBE_SET")
+
+
+def test_a_fork_server_started_again_imports_what_it_carried_without_waiting(monkeypatch):
+    from dpkit.boundary import second_stage
+
+    monkeypatch.setenv(second_stage.CARRIED, json.dumps(["colorsys"]))
+    monkeypatch.setenv(fork_server.LIST_VARIABLE, "/nonexistent/rest.json")  # never written
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    second_stage.second_stage()
+    assert "colorsys" in sys.modules
+
+
+def test_the_second_stage_ends_the_fork_server_when_its_client_is_gone(tmp_path, monkeypatch):
+    from dpkit.boundary import second_stage
+
+    monkeypatch.delenv(second_stage.CARRIED, raising=False)
+    monkeypatch.setenv(fork_server.LIST_VARIABLE, str(tmp_path / "never" / "rest.json"))
+    monkeypatch.setenv(fork_server.CLIENT_VARIABLE, str(os.getppid() + 1))  # not our parent
+    with pytest.raises(SystemExit):
+        second_stage.second_stage()
+    assert second_stage.wait_for_rest(str(tmp_path / "never" / "rest.json"), os.getppid() + 1) is None
+
+
+def test_waiting_for_the_rest_ends_when_it_is_written(tmp_path):
+    import threading
+
+    from dpkit.boundary import second_stage
+
+    folder = tmp_path / "list"
+    folder.mkdir()
+    path = folder / "rest.json"
+    later = threading.Timer(0.2, lambda: path.write_text(json.dumps({"modules": ["m"]})))
+    later.start()
+    assert second_stage.wait_for_rest(str(path), os.getppid()) == {"modules": ["m"]}
+    assert not folder.exists()
+
+
+def test_the_client_tells_only_what_changed_since_the_start(tmp_path, monkeypatch):
+    path = str(tmp_path / "rest.json")
+    monkeypatch.setenv("FORK_PROBE_KEPT", "same")
+    monkeypatch.setenv("FORK_PROBE_CHANGED", "before")
+    monkeypatch.setenv("FORK_PROBE_FIRST", "first stage only")
+    monkeypatch.setattr(fork_server, "_EARLY", {"path": path, "environ": dict(os.environ),
+                                                "added": ["FORK_PROBE_FIRST"]})
+    monkeypatch.setenv("FORK_PROBE_CHANGED", "after")
+    monkeypatch.delenv("FORK_PROBE_KEPT")
+    fork_server._tell_rest(["a", "b"])
+    rest = json.loads(open(path).read())
+    assert rest == {"modules": ["a", "b"], "set": {"FORK_PROBE_CHANGED": "after"},
+                    "unset": ["FORK_PROBE_FIRST", "FORK_PROBE_KEPT"]}
+    assert os.stat(path).st_mode & 0o777 == 0o600 and fork_server._EARLY == {}
