@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,12 +19,13 @@ from dpkit.contract.plugins import plugin_modules
 from dpkit.runner.preload import spec_server_modules
 
 CLIENT = """
-import json, os, sys
+import json, os, sys, threading
 from dpkit.boundary import fork_server
 from dpkit.testing import fork_server_probe
 
 early = {early}
-fork_server.start_early(["netrc"] if early else [], {{"FORK_PROBE_FIRST_STAGE": "1"}})
+started = (fork_server.start_early(["netrc"], {{"FORK_PROBE_FIRST_STAGE": "1"}}) if early
+           else None)
 path = os.path.dirname(fork_server._EARLY.get("path", "")) if early else ""
 os.environ["FORK_PROBE_LATER"] = "set after the start"
 os.environ.pop("FORK_PROBE_GONE")
@@ -36,6 +38,12 @@ child.start()
 answer = mine.recv()
 child.join()
 answer["list_folder_left"] = bool(path) and os.path.exists(path)
+for thread in threading.enumerate():
+    if thread.name == "dpkit-fork-server":
+        thread.join()
+answer["started_early"] = started
+answer["client_keeps"] = sorted(k for k in os.environ if k.startswith("DPKIT_FORK_SERVER")
+                                or k == "FORK_PROBE_FIRST_STAGE")
 print(json.dumps(answer))
 """
 
@@ -47,6 +55,7 @@ def _client(early: bool) -> dict:
     done = subprocess.run([sys.executable, "-c", CLIENT.format(early=early)], env=environ,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -59,6 +68,7 @@ def test_an_early_fork_server_takes_on_what_its_client_names_after_it_started():
     assert not any(k.startswith("DPKIT_FORK_SERVER_LIST") or k == "FORK_PROBE_FIRST_STAGE"
                    for k in answer["environ"])
     assert answer["list_folder_left"] is False  # the client's environment is not left on disk
+    assert answer["started_early"] is True and answer["client_keeps"] == []
 
 
 def test_a_fork_server_started_once_the_cells_are_known_is_told_everything_at_once():
@@ -151,6 +161,7 @@ def _rest_file(tmp_path, rest: dict) -> str:
     return str(folder / "rest.json")
 
 
+@pytest.mark.timeout(20)  # a wait that never ends fails
 def test_the_second_stage_takes_on_the_rest_and_removes_its_file(tmp_path, monkeypatch):
     from dpkit.boundary import second_stage
 
@@ -171,6 +182,7 @@ def test_the_second_stage_takes_on_the_rest_and_removes_its_file(tmp_path, monke
     monkeypatch.delenv("FORK_PROBE_SET")
 
 
+@pytest.mark.timeout(20)  # a wait that never ends fails
 def test_a_fork_server_started_again_imports_what_it_carried_without_waiting(monkeypatch):
     from dpkit.boundary import second_stage
 
@@ -181,6 +193,7 @@ def test_a_fork_server_started_again_imports_what_it_carried_without_waiting(mon
     assert "colorsys" in sys.modules
 
 
+@pytest.mark.timeout(20)  # a wait that never ends fails
 def test_the_second_stage_ends_the_fork_server_when_its_client_is_gone(tmp_path, monkeypatch):
     from dpkit.boundary import second_stage
 
@@ -192,6 +205,7 @@ def test_the_second_stage_ends_the_fork_server_when_its_client_is_gone(tmp_path,
     assert second_stage.wait_for_rest(str(tmp_path / "never" / "rest.json"), os.getppid() + 1) is None
 
 
+@pytest.mark.timeout(20)  # a wait that never ends fails
 def test_waiting_for_the_rest_ends_when_it_is_written(tmp_path):
     import threading
 
@@ -220,3 +234,64 @@ def test_the_client_tells_only_what_changed_since_the_start(tmp_path, monkeypatc
     assert rest == {"modules": ["a", "b"], "set": {"FORK_PROBE_CHANGED": "after"},
                     "unset": ["FORK_PROBE_FIRST", "FORK_PROBE_KEPT"]}
     assert os.stat(path).st_mode & 0o777 == 0o600 and fork_server._EARLY == {}
+
+
+class _Context:
+    def __init__(self):
+        self.preload: list[str] | None = None
+
+    def set_forkserver_preload(self, modules):
+        self.preload = modules
+
+
+@pytest.fixture
+def fresh_fork_server(monkeypatch):
+    """This module's state as in a process whose fork server has not started (none is)."""
+    context, threads, exits = _Context(), [], []
+    monkeypatch.setattr(fork_server, "_STARTED", [])
+    monkeypatch.setattr(fork_server, "_PENDING", [])
+    monkeypatch.setattr(fork_server, "_EARLY", {})
+    monkeypatch.setattr(fork_server.multiprocessing, "get_context",
+                        lambda method: context if method == "forkserver" else None)
+    monkeypatch.setattr(fork_server, "_start_in_thread",
+                        lambda unset=(): threads.append(sorted(unset)))
+    monkeypatch.setattr(fork_server.atexit, "register", lambda *args: exits.append(args))
+    for name in (fork_server.LIST_VARIABLE, fork_server.CLIENT_VARIABLE, "FORK_PROBE_FIRST"):
+        monkeypatch.delenv(name, raising=False)
+    return context, threads, exits
+
+
+def test_a_fork_server_started_with_the_first_server_imports_all_it_was_asked(fresh_fork_server):
+    context, _, _ = fresh_fork_server
+    fork_server.preload(["asked.before"])
+    assert fork_server.fork_context(["named.by.the.channel"]) is context
+    assert context.preload == [*fork_server.FIRST, "asked.before", "named.by.the.channel",
+                               *fork_server.LAST]
+    fork_server.preload(["asked.after"])
+    fork_server.fork_context(["named.later"])  # started: nothing changes
+    assert context.preload[-3:] == ["named.by.the.channel", *fork_server.LAST]
+
+
+def test_an_early_fork_server_is_started_then_told_once(fresh_fork_server, tmp_path):
+    context, threads, exits = fresh_fork_server
+    assert fork_server.start_early(["plugin"], {"FORK_PROBE_FIRST": "1"}) is True
+    path = fork_server._EARLY["path"]
+    folder = os.path.dirname(path)
+    assert context.preload == [*fork_server.FIRST, "plugin", fork_server.SECOND_STAGE,
+                               *fork_server.LAST]
+    assert os.environ[fork_server.LIST_VARIABLE] == path
+    assert os.environ[fork_server.CLIENT_VARIABLE] == str(os.getpid())
+    assert threads == [sorted([fork_server.LIST_VARIABLE, fork_server.CLIENT_VARIABLE,
+                               "FORK_PROBE_FIRST"])]  # removed from this process once started
+    assert exits == [(shutil.rmtree, folder, True)]  # the list goes at exit if never read
+    assert oct(os.stat(folder).st_mode & 0o777) == oct(0o700)
+    assert fork_server.start_early() is False
+    fork_server.preload(["asked.after.start"])
+    fork_server.fork_context(["named.by.the.channel"])
+    rest = json.loads(open(path).read())
+    assert rest["modules"] == ["asked.after.start", "named.by.the.channel"]
+    assert fork_server._EARLY == {}
+    os.remove(path)
+    fork_server.fork_context(["named.later"])  # told already: nothing is written again
+    assert not os.path.exists(path)
+    shutil.rmtree(folder)
