@@ -295,3 +295,55 @@ def test_an_early_fork_server_is_started_then_told_once(fresh_fork_server, tmp_p
     fork_server.fork_context(["named.later"])  # told already: nothing is written again
     assert not os.path.exists(path)
     shutil.rmtree(folder)
+
+
+def _fork_servers_of(client: int) -> list[int]:
+    """Fork servers still running (not zombies) that were started early by process ``client``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = open(f"/proc/{entry}/cmdline").read()
+            environ = open(f"/proc/{entry}/environ").read().split("\0")
+            state = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if ("forkserver import main" in argv and state != "Z"
+                and f"{fork_server.CLIENT_VARIABLE}={client}" in environ):
+            found.append(int(entry))
+    return found
+
+
+def test_a_dpkit_run_that_fails_before_its_first_cell_leaves_no_fork_server(tmp_path):
+    spec = tmp_path / "broken.yaml"
+    spec.write_text("name: broken\ndata: {name: toy_text}\ndefense: {name: no_such_defense}\n")
+    environ = {**os.environ, "DPKIT_SERVER": "process", "DPKIT_BUDGET_STORE": "off",
+               "DPKIT_LOAD_PLUGINS": "", "DPKIT_EXTRA_PLUGINS": "toy=dpkit.testing.toy",
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    client = subprocess.Popen([sys.executable, "-m", "dpkit", "run", str(spec), "--out",
+                               str(tmp_path / "out"), "--no-progress"], env=environ,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = client.communicate(timeout=300)
+    assert client.returncode != 0 and "no_such_defense" in err
+    deadline = time.monotonic() + 30
+    while _fork_servers_of(client.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _fork_servers_of(client.pid) == []
+
+
+def test_a_client_killed_outright_takes_its_early_fork_server_with_it():
+    script = ("import time\nfrom multiprocessing import forkserver\n"
+              "from dpkit.boundary import fork_server\nfork_server.start_early()\n"
+              "forkserver.ensure_running()\nprint('ready', flush=True)\ntime.sleep(120)\n")
+    client = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ,
+                                   "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert client.stdout.readline().strip() == "ready"
+    assert len(_fork_servers_of(client.pid)) == 1  # the probe sees it while its client lives
+    client.kill()  # no exit handler runs
+    client.wait()
+    deadline = time.monotonic() + 30
+    while _fork_servers_of(client.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _fork_servers_of(client.pid) == []
