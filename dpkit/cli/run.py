@@ -87,6 +87,7 @@ def _start_fork_server_early(executor: str, spec: str) -> None:
     (:func:`dpkit.boundary.fork_server.start_early`)."""
     from dpkit.boundary.fork_server import channel_kind, start_early
     from dpkit.contract.plugins import plugin_modules
+    from dpkit.runner.preload import SPEC_VARIABLE  # light: neither torch nor the runner
 
     try:
         wanted = executor == "local" and channel_kind() == "process"
@@ -94,7 +95,7 @@ def _start_fork_server_early(executor: str, spec: str) -> None:
         return
     if wanted:
         start_early([*plugin_modules(), "dpkit.runner.preload"],
-                    {"DPKIT_FORK_SERVER_SPEC": str(Path(spec).resolve())})
+                    {SPEC_VARIABLE: str(Path(spec).resolve())})
 
 
 def _run(args) -> int:
