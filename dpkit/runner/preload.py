@@ -61,23 +61,24 @@ def preload_servers(cells: list[Any], registry: Any) -> None:
         start_fork_server()
 
 
-def spec_server_modules(path: str) -> list[str]:
+def spec_server_modules(path: str, registry: Any) -> list[str]:
     """The server modules of the cells of the spec at ``path`` (as ``dpkit run`` checks it)."""
-    import warnings
-
-    from dpkit.contract.plugins import get_registry
     from dpkit.spec import check_spec, parse_structure, read_yaml
 
-    with warnings.catch_warnings():  # the client warns about a broken plug-in
-        warnings.simplefilter("ignore")
-        registry = get_registry()
-        return server_modules_of(check_spec(parse_structure(read_yaml(path), path), registry),
-                                 registry)
+    return server_modules_of(check_spec(parse_structure(read_yaml(path), path), registry), registry)
 
 
 def _import_spec_server_modules(path: str) -> None:
+    import warnings
+
+    from dpkit.contract.plugins import PluginSystem
+
     try:
-        spec_server_modules(path)  # finding each class imported its module
+        with warnings.catch_warnings():  # the client warns about a broken plug-in
+            warnings.simplefilter("ignore")
+            system = PluginSystem()  # the plug-ins as dpkit run loads them
+            system.load_entry_points()
+            spec_server_modules(path, system.registry)  # finding each class imported its module
     except Exception:  # noqa: BLE001 - the client checks the spec and says what is wrong
         return
 

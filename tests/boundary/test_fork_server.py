@@ -133,25 +133,22 @@ def test_disabled_plugins_are_not_imported(monkeypatch):
 
 
 def test_the_fork_server_finds_a_specs_server_modules_as_the_runner_does(tmp_path, monkeypatch):
+    from dpkit.boundary.host import server_class
+    from dpkit.contract.plugins import PluginSystem
+    from dpkit.testing.toy import ToyNoise
+
     monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
     monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", "toy=dpkit.testing.toy")
-    import dpkit.contract.plugins as plugins
-
-    plugins.reset()
-    try:
-        spec = tmp_path / "toy.yaml"
-        spec.write_text("name: toy\ndata: {name: toy_text}\ndefense: {name: toy_noise}\n"
-                        "seeds: [0]\ndevice: cpu\n")
-        from dpkit.boundary.host import server_class
-        from dpkit.testing.toy import ToyNoise
-
-        assert spec_server_modules(str(spec)) == ["dpkit.testing.toy",
-                                                  server_class(ToyNoise).__module__]
-        spec.write_text("name: toy\ndata: {name: toy_text}\ndefense: {name: no_such_defense}\n")
-        with pytest.raises(SpecError, match="no_such_defense"):  # the fork server moves on
-            spec_server_modules(str(spec))
-    finally:
-        plugins.reset()
+    system = PluginSystem()
+    system.load_entry_points()
+    spec = tmp_path / "toy.yaml"
+    spec.write_text("name: toy\ndata: {name: toy_text}\ndefense: {name: toy_noise}\n"
+                    "seeds: [0]\ndevice: cpu\n")
+    assert spec_server_modules(str(spec), system.registry) == [
+        "dpkit.testing.toy", server_class(ToyNoise).__module__]
+    spec.write_text("name: toy\ndata: {name: toy_text}\ndefense: {name: no_such_defense}\n")
+    with pytest.raises(SpecError, match="no_such_defense"):  # the fork server moves on
+        spec_server_modules(str(spec), system.registry)
 
 
 def _rest_file(tmp_path, rest: dict) -> str:
