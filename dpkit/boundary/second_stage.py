@@ -4,9 +4,9 @@ takes on the client's environment changes and imports them, before the fork serv
 
 The client writes the rest to a file in its own temp folder (whole, by renaming); the fork server
 checks for it every :data:`POLL_S` seconds and ends if its client is gone first (it is no longer
-the client's child). What it read is
-kept in :data:`CARRIED`, so that a fork server which executes itself again
-(:func:`dpkit.boundary.fork_check.restart_unwarmed`) imports the same without waiting.
+the client's child). What it read is kept in :data:`CARRIED`, so that a fork server which
+executes itself again (:func:`dpkit.boundary.fork_check.restart_unwarmed`) imports the same
+without waiting.
 """
 
 from __future__ import annotations
@@ -54,11 +54,24 @@ def import_all(modules: list[str]) -> None:
             continue
 
 
+def carried() -> list[str] | None:
+    """The modules this same process carried across its own restart (:data:`CARRIED` written
+    with its process id, which ``execve`` keeps); None for none, or for a value inherited from
+    another process (a server's environment holds its fork server's)."""
+    try:
+        value = json.loads(os.environ.get(CARRIED) or "null")
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("pid") != os.getpid():
+        return None
+    return list(value.get("modules", []))
+
+
 def second_stage() -> None:
     """Wait for the rest, take it on and import it (see the module docstring)."""
-    carried = os.environ.get(CARRIED)
-    if carried is not None:
-        import_all(json.loads(carried))
+    modules = carried()
+    if modules is not None:
+        import_all(modules)
         return
     path = os.environ.pop(LIST_VARIABLE, None)
     client = int(os.environ.pop(CLIENT_VARIABLE, "0") or 0)
@@ -66,7 +79,7 @@ def second_stage() -> None:
     if rest is None:
         raise SystemExit(0)  # its client is gone: nobody will connect
     take_environment(rest)
-    os.environ[CARRIED] = json.dumps(rest["modules"])
+    os.environ[CARRIED] = json.dumps({"pid": os.getpid(), "modules": rest["modules"]})
     import_all(rest["modules"])
 
 

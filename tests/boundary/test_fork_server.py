@@ -42,14 +42,16 @@ for thread in threading.enumerate():
     if thread.name == "dpkit-fork-server":
         thread.join()
 answer["started_early"] = started
-answer["client_keeps"] = sorted(k for k in os.environ if k.startswith("DPKIT_FORK_SERVER")
-                                or k == "FORK_PROBE_FIRST_STAGE")
+answer["client_keeps"] = sorted(k for k in os.environ if k in (
+    "DPKIT_FORK_SERVER_LIST", "DPKIT_FORK_SERVER_CLIENT", "FORK_PROBE_FIRST_STAGE"))
 print(json.dumps(answer))
 """
 
 
 def _client(early: bool) -> dict:
     environ = {**os.environ, "FORK_PROBE_GONE": "set before the start",
+               # inherited from another process (a server's environment has its fork server's)
+               "DPKIT_FORK_SERVER_MODULES": json.dumps({"pid": 1, "modules": ["tabnanny"]}),
                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
     done = subprocess.run([sys.executable, "-c", CLIENT.format(early=early)], env=environ,
@@ -167,23 +169,28 @@ def test_the_second_stage_takes_on_the_rest_and_removes_its_file(tmp_path, monke
     monkeypatch.setenv(fork_server.LIST_VARIABLE, path)
     monkeypatch.setenv(fork_server.CLIENT_VARIABLE, str(os.getppid()))
     monkeypatch.setenv("FORK_PROBE_UNSET", "then")
-    monkeypatch.delenv(second_stage.CARRIED, raising=False)
+    monkeypatch.setenv(second_stage.CARRIED, json.dumps({"pid": os.getpid() + 1,
+                                                         "modules": ["tabnanny"]}))
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    monkeypatch.delitem(sys.modules, "tabnanny", raising=False)
     second_stage.second_stage()
     assert os.environ["FORK_PROBE_SET"] == "now" and "FORK_PROBE_UNSET" not in os.environ
     assert fork_server.LIST_VARIABLE not in os.environ
     assert fork_server.CLIENT_VARIABLE not in os.environ
-    assert json.loads(os.environ[second_stage.CARRIED]) == ["colorsys"]
+    assert second_stage.carried() == ["colorsys"]  # for this process's own restart
     assert "colorsys" in sys.modules
+    assert "tabnanny" not in sys.modules  # another process's carried list is not this one's
     assert not os.path.exists(os.path.dirname(path))  # nothing of the client's left on disk
     monkeypatch.delenv("FORK_PROBE_SET")
+    monkeypatch.delenv(second_stage.CARRIED)
 
 
 @pytest.mark.timeout(20)  # a wait that never ends fails
 def test_a_fork_server_started_again_imports_what_it_carried_without_waiting(monkeypatch):
     from dpkit.boundary import second_stage
 
-    monkeypatch.setenv(second_stage.CARRIED, json.dumps(["colorsys"]))
+    monkeypatch.setenv(second_stage.CARRIED, json.dumps({"pid": os.getpid(),
+                                                         "modules": ["colorsys"]}))
     monkeypatch.setenv(fork_server.LIST_VARIABLE, "/nonexistent/rest.json")  # never written
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
     second_stage.second_stage()
@@ -194,7 +201,7 @@ def test_a_fork_server_started_again_imports_what_it_carried_without_waiting(mon
 def test_the_second_stage_ends_the_fork_server_when_its_client_is_gone(tmp_path, monkeypatch):
     from dpkit.boundary import second_stage
 
-    monkeypatch.delenv(second_stage.CARRIED, raising=False)
+    monkeypatch.setenv(second_stage.CARRIED, "not a list of this process")
     monkeypatch.setenv(fork_server.LIST_VARIABLE, str(tmp_path / "never" / "rest.json"))
     monkeypatch.setenv(fork_server.CLIENT_VARIABLE, str(os.getppid() + 1))  # not our parent
     with pytest.raises(SystemExit):
