@@ -21,6 +21,8 @@ from dpkit.boundary.fork_server import CLIENT_VARIABLE, LIST_VARIABLE, in_fork_s
 
 CARRIED = "DPKIT_FORK_SERVER_MODULES"
 POLL_S = 0.02
+NOTHING: dict = {"modules": [], "set": {}, "unset": []}
+"""The rest of a fork server given no list, or no client to wait for: nothing more."""
 
 
 def wait_for_rest(path: str, client: int) -> dict | None:
@@ -39,8 +41,8 @@ def wait_for_rest(path: str, client: int) -> dict | None:
 def take_environment(rest: dict) -> None:
     """Make this process's environment the client's as it is now (the variables it set or
     removed since the fork server started)."""
-    os.environ.update(rest.get("set", {}))
-    for name in rest.get("unset", []):
+    os.environ.update(rest["set"])
+    for name in rest["unset"]:
         os.environ.pop(name, None)
 
 
@@ -58,13 +60,16 @@ def carried() -> list[str] | None:
     """The modules this same process carried across its own restart (:data:`CARRIED` written
     with its process id, which ``execve`` keeps); None for none, or for a value inherited from
     another process (a server's environment holds its fork server's)."""
+    raw = os.environ.get(CARRIED)
+    if raw is None:
+        return None
     try:
-        value = json.loads(os.environ.get(CARRIED) or "null")
+        value = json.loads(raw)
     except ValueError:
         return None
     if not isinstance(value, dict) or value.get("pid") != os.getpid():
         return None
-    return list(value.get("modules", []))
+    return list(value["modules"])
 
 
 def second_stage() -> None:
@@ -75,7 +80,7 @@ def second_stage() -> None:
         return
     path = os.environ.pop(LIST_VARIABLE, None)
     client = int(os.environ.pop(CLIENT_VARIABLE, "0") or 0)
-    rest = wait_for_rest(path, client) if path and client else {"modules": []}
+    rest = wait_for_rest(path, client) if path and client else NOTHING
     if rest is None:
         raise SystemExit(0)  # its client is gone: nobody will connect
     take_environment(rest)

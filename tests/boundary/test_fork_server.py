@@ -351,3 +351,39 @@ def test_a_client_killed_outright_takes_its_early_fork_server_with_it():
     while _fork_servers_of(client.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _fork_servers_of(client.pid) == []
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("client", [None, "", "0"])
+def test_a_list_without_its_client_or_no_list_is_not_waited_for(tmp_path, monkeypatch, client):
+    from dpkit.boundary import second_stage
+
+    monkeypatch.setenv(second_stage.CARRIED, "inherited, not this process's")
+    if client is None:  # no list either
+        monkeypatch.delenv(fork_server.LIST_VARIABLE, raising=False)
+        monkeypatch.delenv(fork_server.CLIENT_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(fork_server.LIST_VARIABLE, str(tmp_path / "never" / "rest.json"))
+        monkeypatch.setenv(fork_server.CLIENT_VARIABLE, client)
+    second_stage.second_stage()  # returns at once, takes nothing on
+    assert second_stage.carried() == []
+
+
+@pytest.mark.timeout(20)
+def test_the_second_stage_waits_for_a_list_its_live_client_writes_later(tmp_path, monkeypatch):
+    import threading
+
+    from dpkit.boundary import second_stage
+
+    folder = tmp_path / "list"
+    folder.mkdir()
+    path = folder / "rest.json"
+    monkeypatch.setenv(fork_server.LIST_VARIABLE, str(path))
+    monkeypatch.setenv(fork_server.CLIENT_VARIABLE, str(os.getppid()))
+    monkeypatch.setenv(second_stage.CARRIED, "placeholder")
+    monkeypatch.setenv("FORK_PROBE_LATE", "placeholder")
+    monkeypatch.delenv("FORK_PROBE_LATE")
+    rest = {"modules": [], "set": {"FORK_PROBE_LATE": "written later"}, "unset": []}
+    threading.Timer(0.2, lambda: path.write_text(json.dumps(rest))).start()
+    second_stage.second_stage()
+    assert os.environ["FORK_PROBE_LATE"] == "written later" and not folder.exists()
