@@ -1,5 +1,6 @@
 """A server's own temp folder: made and removed by its client, since a confined server may not
-remove an entry of the shared temp folder; folders whose client died are removed later."""
+remove an entry of the shared temp folder; folders whose client died are removed later, and so
+are the list folders of early fork servers whose client died before either could remove them."""
 
 from __future__ import annotations
 
@@ -23,20 +24,28 @@ _SWEPT: list[int] = []
 LEGACY_AGE_S = 86_400.0
 
 
+PREFIXES = ("dpkit-server-", "dpkit-fork-server-")
+"""A server's temp folder, and the folder an early fork server's list is written to
+(:mod:`dpkit.boundary.fork_server`), each named after its client's process id."""
+
+
 def remove_orphaned_temp_folders(root: str) -> int:
-    """Remove the servers' temp folders under ``root`` whose client process is gone (and those
-    without an owner in their name, from before it was written there, once a day old)."""
+    """Remove the servers' temp folders and early fork servers' list folders under ``root``
+    whose client process is gone (and those without an owner in their name, from before it was
+    written there, once a day old)."""
     removed = 0
-    for folder in Path(root).glob("dpkit-server-*"):
-        owner = folder.name.split("-")[2]
-        try:
-            orphaned = (not _alive(int(owner)) if owner.isdigit() and folder.name.count("-") > 2
-                        else time.time() - folder.stat().st_mtime > LEGACY_AGE_S)
-        except OSError:  # removed meanwhile
-            continue
-        if orphaned:
-            shutil.rmtree(folder, ignore_errors=True)
-            removed += 1
+    for prefix in PREFIXES:
+        for folder in Path(root).glob(prefix + "*"):
+            rest = folder.name[len(prefix):]
+            owner = rest.split("-")[0]
+            try:
+                orphaned = (not _alive(int(owner)) if owner.isdigit() and "-" in rest
+                            else time.time() - folder.stat().st_mtime > LEGACY_AGE_S)
+            except OSError:  # removed meanwhile
+                continue
+            if orphaned:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
     return removed
 
 

@@ -93,3 +93,13 @@ def test_a_process_it_may_not_signal_is_taken_as_alive(monkeypatch):
 
     monkeypatch.setattr(os, "kill", refused)
     assert scratch._alive(12345)  # another user's process: alive, its folder kept
+
+
+def test_an_early_fork_servers_list_left_by_a_dead_client_is_removed(tmp_path, live_pid):
+    dead = tmp_path / f"dpkit-fork-server-{_dead_pid()}-abc"
+    dead.mkdir()
+    (dead / "rest.json").write_text("{}")  # a client killed after writing, with its fork server
+    alive = tmp_path / f"dpkit-fork-server-{live_pid}-def"
+    alive.mkdir()
+    assert scratch.remove_orphaned_temp_folders(str(tmp_path)) == 1
+    assert not dead.exists() and alive.exists()
