@@ -78,9 +78,11 @@ def init_payload(defense: Any, ctx: Any) -> dict[str, Any]:
 
 def server_modules(defense: Any) -> list[str]:
     """The modules a server process of ``defense`` imports: its class's and its server's."""
-    from dpkit.boundary.host import server_class
+    return defense_class_modules(type(defense))
 
-    cls = type(defense)
+
+def defense_class_modules(cls: type) -> list[str]:
+    """The modules a server process of a defense of class ``cls`` imports: its and its server's."""
     return list(dict.fromkeys([cls.__module__, server_class(cls).__module__]))
 
 

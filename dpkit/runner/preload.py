@@ -26,7 +26,7 @@ def server_modules_of(cells: list[Any], registry: Any) -> list[str]:
     """The modules the server processes of ``cells`` import: each method's defense class (for a
     mechanism, the mechanism task's and the mechanism's) and its server class — imported, no
     component built. A cell whose classes cannot be imported is left to report itself."""
-    from dpkit.boundary.host import server_class
+    from dpkit.boundary.session import defense_class_modules
     from dpkit.contract.tasks import mechanism_task
 
     modules: list[str] = []
@@ -36,9 +36,11 @@ def server_modules_of(cells: list[Any], registry: Any) -> list[str]:
             continue
         seen.add((cell.kind, cell.component))
         try:
-            classes = ([mechanism_task(registry).cls, registry.get("mechanism", cell.component).cls]
-                       if cell.kind == "mechanism" else [registry.get("defense", cell.component).cls])
-            modules.extend([*(cls.__module__ for cls in classes), server_class(classes[0]).__module__])
+            if cell.kind == "mechanism":
+                modules.extend([*defense_class_modules(mechanism_task(registry).cls),
+                                registry.get("mechanism", cell.component).cls.__module__])
+            else:
+                modules.extend(defense_class_modules(registry.get("defense", cell.component).cls))
         except Exception:  # noqa: BLE001 - the cell itself will report why it cannot run
             continue
     return list(dict.fromkeys(modules))
