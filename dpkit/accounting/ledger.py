@@ -85,6 +85,11 @@ class Ledger(MetricDpQueries):
     settable as ``ledger.guard``) is called with each :class:`Spend` after the ceiling check and
     before it is recorded; if it raises, nothing is recorded (the runner's guard charges the
     persistent budget store, write-ahead, and refuses a spend past a dataset's cap).
+
+    The settings are fixed when the ledger is built: ``delta_target``, ``accountant``,
+    ``neighboring``, ``orders``, ``pld_discretization`` and ``ceiling`` cannot be reassigned, and
+    a guard, once set, cannot be replaced or removed — a plug-in holding the cell's ledger
+    (``ctx.ledger``) cannot report its ε at another δ, lift the cap or stop the store's charge.
     """
 
     def __init__(self, delta: float = 1e-5, accountant: str = "rdp",
@@ -93,18 +98,59 @@ class Ledger(MetricDpQueries):
                  pld_discretization: float | None = None, guard: Guard | None = None):
         if not 0 <= delta < 1:
             raise AccountingError(f"ledger delta must lie in [0, 1), got {delta!r}")
-        self.delta_target = float(delta)
+        self._delta = float(delta)
         self._dp = DpComposition(accountant, orders, neighboring, pld_discretization)
-        self.accountant, self.neighboring = self._dp.accountant, self._dp.neighboring
-        self.orders, self.pld_discretization = self._dp.orders, self._dp.discretization
-        self.ceiling = Ceiling.coerce(ceiling)
+        self._ceiling = Ceiling.coerce(ceiling)
         self._spends: list[Spend] = []
         self._metric: dict[MetricDpGuarantee, int] = {}
         self._metric_passes: dict[MetricDpGuarantee, int] = {}
         self._kanon: dict[KAnonymityGuarantee, int] = {}
         self._none: dict[str, int] = {}
         self._cache: dict[tuple, float] = {}
-        self.guard: Guard | None = guard
+        self._guard: Guard | None = guard
+
+    # ------------------------------------------------------------------ settings
+    @property
+    def delta_target(self) -> float:
+        """The δ at which :meth:`epsilon` reports (fixed)."""
+        return self._delta
+
+    @property
+    def accountant(self) -> str:
+        """The dp-accounting accountant, ``"rdp"`` or ``"pld"`` (fixed)."""
+        return self._dp.accountant
+
+    @property
+    def neighboring(self) -> str:
+        """The neighbouring relation (ε, δ) is stated in (fixed)."""
+        return self._dp.neighboring
+
+    @property
+    def orders(self) -> list[float] | None:
+        """The RDP orders given (None: dp-accounting's default grid; fixed)."""
+        return None if self._dp.orders is None else list(self._dp.orders)
+
+    @property
+    def pld_discretization(self) -> float | None:
+        """The PLD value-discretisation interval given (fixed)."""
+        return self._dp.discretization
+
+    @property
+    def ceiling(self) -> Ceiling | None:
+        """The budget every spend is checked against (fixed)."""
+        return self._ceiling
+
+    @property
+    def guard(self) -> Guard | None:
+        """Called with each spend before it is recorded (see the class docstring)."""
+        return self._guard
+
+    @guard.setter
+    def guard(self, guard: Guard | None) -> None:
+        if self._guard is not None and guard is not self._guard:
+            raise AccountingError("this ledger's guard is set (the runner's budget guard); it "
+                                  "cannot be replaced or removed")
+        self._guard = guard
 
     # ----------------------------------------------------------------- recording
     def spend(self, guarantee: Guarantee, label: str, count: int = 1) -> Spend:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import threading
 from typing import Any
 
 from dpkit.base.errors import ServerError
@@ -135,6 +136,7 @@ class ProcessChannel:
         shield_client()  # before the first server exists: no server can read this process
         ctx = fork_context(list(preload or []))
         self._conn, child = ctx.Pipe()
+        self._turn = threading.Lock()
         self._scratch = private_temp_folder()
         self._process = ctx.Process(target=_serve, daemon=True, name="dpkit-server",
                                     args=(child, encode(init), torch.get_num_threads(),
@@ -175,10 +177,12 @@ class ProcessChannel:
         return self._conn.recv_bytes()
 
     def request(self, data: bytes) -> bytes:
-        """Send ``data`` to the server process; return its encoded answer."""
-        self.wait_ready()
-        self._conn.send_bytes(data)
-        return self._receive()
+        """Send ``data`` to the server process; return its encoded answer (one request at a
+        time: a second thread waits, so no answer reaches the wrong caller)."""
+        with self._turn:
+            self.wait_ready()
+            self._conn.send_bytes(data)
+            return self._receive()
 
     def close(self, wait: bool = True) -> None:
         """Close the pipe and end the server process (``wait=False``: a background thread
@@ -189,8 +193,6 @@ class ProcessChannel:
             if wait:
                 _reap(self._process, self._scratch)
             else:
-                import threading
-
                 reaper = threading.Thread(target=_reap, args=(self._process, self._scratch),
                                           daemon=True, name="dpkit-server-reaper")
                 reaper.start()

@@ -5,7 +5,8 @@ params (from the spec), the spec's model reference, the approved public datasets
 plug-in modules to load — and answers encoded requests: ``message`` (hand it to the server's
 handler), ``attack`` (run an attack on what the server kept and return its guesses), ``tally``
 (what arrived — messages, bytes and a digest per release — for the runner's cross-check against
-its meter and for tests).
+its meter and for tests). After a ``final`` tally (the runner's, once the run is over) every
+message is refused: the attacks see what the cross-check counted, and nothing sent later.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class ServerHost:
         self.messages: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)
         self.digests: dict[str, Any] = {}
+        self.ended = False
+        """Set by the runner's final tally: no message is taken after it."""
         self.received: list[Message] | None = [] if init.get("record") else None
         """Every message as it arrived, kept only when the init asks (the auditor's in-process
         server: it scores what crossed)."""
@@ -81,6 +84,7 @@ class ServerHost:
             if op == "attack":
                 return encode(self.attack(request))
             if op == "tally":
+                self.ended = self.ended or bool(request.get("final"))
                 return encode({"messages": dict(self.messages), "bytes": dict(self.bytes),
                                "digests": {k: d.hexdigest() for k, d in self.digests.items()}})
             raise ValueError(f"unknown request {op!r}")
@@ -96,6 +100,10 @@ class ServerHost:
         """Hand one message to the server; its answer goes back to the client."""
         tensor = request["tensor"]
         name = request["name"]
+        if self.ended:
+            raise RuntimeError(f"{name!r} arrived after the run ended (the runner has taken its "
+                               "final tally of what crossed); nothing more reaches the server — "
+                               "send everything from run(ctx), before it returns")
         self.messages[name] += 1
         if tensor is not None:
             self.bytes[name] += tensor_bytes(tensor)

@@ -98,17 +98,24 @@ class Connector:
     def __init__(self, kind: str | None = None):
         self.kind = kind
         self._early: tuple[Any, Any, dict, Any] | None = None  # (defense, ctx, params, channel)
+        self.channel: Any = None
+        """The channel this connector handed out (the runner's: the wire holds a
+        :class:`ClientEnd` of it), None until the first send."""
 
-    def __call__(self, defense: Any, ctx: Any) -> Any:
-        """The channel to ``defense``'s server for ``ctx``: the one :meth:`start` began when it
-        was for the same defense, context and parameters, else a new one."""
+    def __call__(self, defense: Any, ctx: Any) -> ClientEnd:
+        """The wire's end of the channel to ``defense``'s server for ``ctx``: the one
+        :meth:`start` began when it was for the same defense, context and parameters, else a
+        new one."""
         early, self._early = self._early, None
+        channel = None
         if early is not None:
             if (early[0] is defense and early[1] is ctx
                     and early[2] == defense.params.model_dump(mode="json")):
-                return early[3]
-            close_soon(early[3])
-        return self._open(defense, ctx, wait=True)
+                channel = early[3]
+            else:
+                close_soon(early[3])
+        self.channel = self._open(defense, ctx, wait=True) if channel is None else channel
+        return ClientEnd(self.channel)
 
     def start(self, defense: Any, ctx: Any) -> None:
         """Start a process server now without waiting for it; a failure here is left for the
@@ -141,6 +148,34 @@ class Connector:
         return ProcessChannel(init, preload=preload, wait=wait)
 
 
+class ClientEnd:
+    """What a cell's wire holds of the channel to its server: :meth:`request` and :meth:`close`.
+
+    The runner keeps the channel itself (:attr:`Connector.channel`) and takes the tally and runs
+    the attacks through that, so nothing a plug-in does to the object ``ctx.wire.channel()``
+    returns — a ``request`` that rewrites the tally, or slips the raw rows in before an attack —
+    is on the runner's path; and, having no ``__dict__``, the end itself takes no new attribute.
+    """
+
+    __slots__ = ("_channel",)
+
+    def __init__(self, channel: Any):
+        self._channel = channel
+
+    def request(self, data: bytes) -> bytes:
+        """Deliver one encoded message; return the encoded answer."""
+        return self._channel.request(data)
+
+    def close(self) -> None:
+        """End the server (the cell's later sends fail)."""
+        self._channel.close()
+
+    @property
+    def host(self) -> Any:
+        """An in-process server's host (tests and the auditor); None for a process or actor."""
+        return getattr(self._channel, "host", None)
+
+
 def close_soon(channel: Any) -> None:
     """Close ``channel``; a server process exits in the background, not on the caller's time."""
     if isinstance(channel, ProcessChannel):
@@ -170,15 +205,18 @@ def remote_attack(channel: Any, name: str, params: dict, seed: int) -> dict[str,
     return raise_if_error(decode(channel.request(encode(request))))
 
 
-def tally(channel: Any) -> dict[str, Any]:
-    """What the server says arrived: messages, bytes and a digest of the tensors, per release."""
-    return raise_if_error(decode(channel.request(encode({"op": "tally"}))))
+def tally(channel: Any, final: bool = False) -> dict[str, Any]:
+    """What the server says arrived: messages, bytes and a digest of the tensors, per release;
+    ``final``: the run is over, so the server refuses every message after this one."""
+    request = {"op": "tally", "final": True} if final else {"op": "tally"}
+    return raise_if_error(decode(channel.request(encode(request))))
 
 
 def cross_check(channel: Any, wire: Any) -> list[str]:
     """Names whose messages or bytes the server received differ from what the meter counted
-    (something reached the server outside the runner's wire), each recorded as ε = ∞."""
-    arrived = tally(channel)
+    (something reached the server outside the runner's wire), each recorded as ε = ∞. The tally
+    is final: nothing sent after it (by a thread the plug-in left behind) reaches the server."""
+    arrived = tally(channel, final=True)
     meter = wire._meter
     counted = {name: meter.messages.get(name, 0)
                for name in set(meter.messages) | set(arrived["messages"])}

@@ -55,7 +55,7 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
         connect.start(opened.defense, ctx)
     try:
         result = settle(opened.defense.run(ctx), ctx)
-        channel = wire._channel
+        channel = connect.channel  # the runner's own: the wire (and the plug-in) hold an end of it
         if channel is not None:
             cross_check(channel, wire)
         plan = check_plan(opened.defense, ctx.privacy, ledger, declared)
@@ -77,8 +77,8 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
             metrics.update({k: float(v) for k, v in
                             attack.score(out["guesses"], to_device(dict(result.truth), "cpu")).items()})
     finally:
-        if wire._channel is not None:
-            close_soon(wire._channel)  # it exits while the next cell starts
+        if connect.channel is not None:
+            close_soon(connect.channel)  # it exits while the next cell starts
         connect.discard()
     return CellResult(
         key=cell.key,

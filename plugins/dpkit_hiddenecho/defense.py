@@ -117,6 +117,7 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
     def run(self, ctx) -> dpkit.DefenseResult:
         """Privatize, fine-tune through ``ctx.wire``, evaluate; metrics and the attacks' truth."""
         declare_releases(self, ctx)
+        dpkit.warn_if_bf16_is_emulated(ctx.device.type, self.params.precision, self.name)
         model, st = ctx.model, self._prepared(ctx)
         space, texts, ids = st.space, st.texts, st.ids
         data = {s: privatize_split(model, ids[s], texts[s][1], st.mechanism, space,

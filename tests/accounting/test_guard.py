@@ -4,7 +4,7 @@ import pytest
 
 from dpkit.accounting import DpGuarantee, Ledger, NoGuarantee, Spend
 from dpkit.accounting.ledger import active_guard, guarding
-from dpkit.base.errors import BudgetExceededError
+from dpkit.base.errors import AccountingError, BudgetExceededError
 
 
 def test_the_guard_sees_each_spend_before_it_is_recorded():
@@ -43,3 +43,22 @@ def test_guarding_scopes_the_active_guard():
             assert active_guard() is None
     assert active_guard() is None
     assert Ledger().guard is None  # a ledger takes a guard only when given one
+
+
+def test_a_set_guard_is_neither_replaced_nor_removed():
+    """Adversarial: a plug-in holding the cell's ledger cannot stop the budget store's charge."""
+    seen = []
+
+    def runners(spend: Spend) -> None:
+        seen.append(spend.label)
+
+    ledger = Ledger()
+    ledger.guard = None  # nothing set yet: nothing to keep
+    ledger.guard = runners
+    ledger.guard = runners  # the same guard again changes nothing
+    for other in (None, lambda spend: None):
+        with pytest.raises(AccountingError, match="cannot be replaced or removed"):
+            ledger.guard = other
+    assert ledger.guard is runners
+    ledger.spend(DpGuarantee.pure(0.1), "after")
+    assert seen == ["after"]

@@ -243,3 +243,32 @@ def test_the_same_guarantee_spent_again_adds_up():
     assert ledger.eta() == 5.0 and ledger.eta_per_token() == 2.0  # 10 releases in 4 passes
     total = ledger.k_anonymity()
     assert (total.epsilon, total.releases) == (1.25, 5)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("delta_target", 0.5), ("accountant", "pld"), ("neighboring", "replace_one"),
+    ("orders", [2.0]), ("pld_discretization", 1e-2), ("ceiling", None)])
+def test_the_settings_are_fixed_when_the_ledger_is_built(field, value):
+    """Adversarial: a plug-in holding the cell's ledger cannot report its ε at another δ, under
+    another accountant or relation, or lift its cap."""
+    ledger = Ledger(3e-6, accountant="rdp", ceiling=2.0, orders=[8.0, 16.0])
+    ledger.spend(DpGuarantee.pure(0.5), "g")
+    before = (ledger.epsilon(), ledger.summary(), ledger.to_dict())
+    with pytest.raises(AttributeError):
+        setattr(ledger, field, value)
+    assert (ledger.epsilon(), ledger.summary(), ledger.to_dict()) == before
+    with pytest.raises(BudgetExceededError):
+        ledger.spend(DpGuarantee.pure(5.0), "past the cap")
+
+
+def test_the_settings_read_as_given():
+    rdp = Ledger(3e-6, accountant="rdp", orders=[8.0, 16.0], neighboring="replace_one",
+                 ceiling=2.0)
+    assert (rdp.delta_target, rdp.accountant, rdp.neighboring, rdp.orders,
+            rdp.pld_discretization) == (3e-6, "rdp", "replace_one", [8.0, 16.0], None)
+    assert rdp.ceiling is not None and rdp.ceiling.epsilon == 2.0
+    rdp.orders.append(32.0)  # a copy: the ledger's orders stay
+    assert rdp.orders == [8.0, 16.0]
+    pld = Ledger(accountant="pld", pld_discretization=1e-3)
+    assert (pld.delta_target, pld.accountant, pld.neighboring, pld.orders, pld.pld_discretization,
+            pld.ceiling) == (1e-5, "pld", "add_remove", None, 1e-3, None)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
 import dpkit.contract.plugins
 from dpkit.testing.boundary import rows_by_method
+from dpkit.testing.wire_tricks import ENVIRONMENT_VARIABLE
 
 LEAKS = ["leak_alias", "leak_count_zero", "leak_padding", "leak_companion", "leak_rows_mask",
          "leak_reply", "leak_truth", "leak_global", "leak_swap_wire", "leak_own_wire",
@@ -94,3 +96,43 @@ def test_the_ledger_names_what_crossed_outside_the_wire(tmp_path, leak_plugins):
     rows = _run(tmp_path, "outside", ["leak_raw_pipe"])
     reasons = json.dumps(rows["leak_raw_pipe"]["ledger"])
     assert "outside ctx.wire" in reasons
+
+
+@pytest.fixture
+def trick_plugins(leak_plugins, monkeypatch):
+    """The adversaries' plug-ins and the wire tricks."""
+    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS", os.environ["DPKIT_EXTRA_PLUGINS"]
+                       + ",tricks=dpkit.testing.wire_tricks")
+    monkeypatch.delenv(ENVIRONMENT_VARIABLE, raising=False)
+    dpkit.contract.plugins.reset()
+
+
+def test_a_patched_channel_end_neither_hides_a_message_nor_adds_one(tmp_path, trick_plugins):
+    rows = _run(tmp_path, "patched", ["trick_patched_tally", "trick_before_attack"])
+    hidden = rows["trick_patched_tally"]  # the runner's tally is its own: the extra message shows
+    assert "error" not in hidden and hidden["privacy"]["epsilon"] == math.inf, hidden
+    assert "outside ctx.wire" in json.dumps(hidden["ledger"])
+    added = rows["trick_before_attack"]  # no raw rows reach the attack
+    assert "error" not in added and math.isfinite(added["privacy"]["epsilon"]), added
+    assert added["metrics"]["raw_found"] == 0.0
+
+
+def test_a_thread_left_behind_gets_nothing_past_the_final_tally(tmp_path, trick_plugins):
+    row = _run(tmp_path, "late", ["trick_late_thread"])["trick_late_thread"]
+    assert "error" not in row, row
+    assert row["privacy"]["epsilon"] == math.inf or row["metrics"]["raw_found"] == 0.0, row
+
+
+def test_the_clients_environment_does_not_reach_its_server(tmp_path, trick_plugins):
+    rows = _run(tmp_path, "environ", ["trick_environ", "toy_noise"])
+    for method in ("trick_environ", "toy_noise"):  # the second cell's server comes after it
+        assert math.isfinite(rows[method]["privacy"]["epsilon"]), rows[method]
+        assert rows[method]["metrics"]["raw_found"] == 0.0, rows[method]
+
+
+def test_the_ledgers_settings_stay_the_runners(tmp_path, trick_plugins):
+    rows = _run(tmp_path, "settings", ["trick_ledger_settings", "toy_noise"])
+    tricked, honest = rows["trick_ledger_settings"], rows["toy_noise"]  # the same release
+    assert "error" not in tricked, tricked
+    assert tricked["privacy"]["delta"] == honest["privacy"]["delta"]
+    assert tricked["privacy"]["epsilon"] == honest["privacy"]["epsilon"]

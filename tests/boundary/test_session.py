@@ -82,7 +82,7 @@ class _Told:
         self.arrived = {"messages": messages, "bytes": nbytes, "digests": {}}
 
     def request(self, data: bytes) -> bytes:
-        assert decode(data) == {"op": "tally"}
+        assert decode(data) == {"op": "tally", "final": True}  # the runner's: nothing after it
         return encode(self.arrived)
 
 
@@ -150,7 +150,10 @@ def test_the_server_starts_where_asked_with_the_public_init(toy_registry, tmp_pa
     monkeypatch.setattr(dpkit.boundary.ray_channel, "RayChannel", type("RayChannel", (_Started,), {}))
     defense = toy_registry.build("defense", "toy_noise", {})
     ctx = _ctx(toy_registry, tmp_path, device=torch.device(device))
-    channel = session.connector(kind)(defense, ctx)
+    connect = session.connector(kind)
+    end = connect(defense, ctx)
+    channel = connect.channel  # the runner's; the wire holds an end of it
+    assert isinstance(end, session.ClientEnd) and end._channel is channel
     assert type(channel).__name__ == started
     assert channel.args == (init_payload(defense, ctx),)
     # the fork server (the actor's, for Ray) imports the plug-ins and the defense's modules ahead
@@ -172,8 +175,10 @@ def test_an_in_process_server_is_the_defenses_own_class_on_the_cells_registry(to
     monkeypatch.setenv("DPKIT_SERVER", "inprocess")
     defense = Unregistered(Unregistered.Params())
     for kind in ("inprocess", None):
-        channel = connector(kind)(defense, _ctx(toy_registry, tmp_path))
-        assert isinstance(channel, InProcessChannel)
+        connect = connector(kind)
+        end = connect(defense, _ctx(toy_registry, tmp_path))
+        channel = connect.channel
+        assert isinstance(channel, InProcessChannel) and end.host is channel.host
         assert channel.host.registry is toy_registry
         assert type(channel.host.server).__name__ == "Server"  # the toy's passive server
 
@@ -291,7 +296,7 @@ def test_the_first_send_uses_the_server_started_early(tmp_path, toy_plugins):
     early = connect._early[3]
     try:
         opened.defense.run(opened.ctx)
-        assert opened.ctx.wire._channel is early
+        assert connect.channel is early and opened.ctx.wire._channel._channel is early
         assert tally(early)["messages"] == {"embeddings": 1}
         assert early.confinement  # built and confined (or says why not) before it answered
     finally:
@@ -307,7 +312,8 @@ def test_params_changed_after_the_early_start_get_a_server_built_from_them(tmp_p
     early = connect._early[3]
     opened.defense.params = opened.defense.params.model_copy(update={"eta": 7.0})
     opened.defense.run(opened.ctx)
-    used = opened.ctx.wire._channel
+    used = connect.channel
+    assert opened.ctx.wire._channel._channel is used
     try:
         assert used is not early and used.pid != early.pid
         assert tally(used)["messages"] == {"embeddings": 1}
@@ -389,3 +395,51 @@ def test_a_cells_result_names_where_its_server_ran_and_how_it_was_confined():
         confinement = None
 
     assert server_description(Recording()) == "Recording: not isolated"
+
+
+class _Counted:
+    """A channel that counts its requests and closes."""
+
+    def __init__(self):
+        self.requests, self.closed, self.host = [], 0, "the host"
+
+    def request(self, data: bytes) -> bytes:
+        self.requests.append(data)
+        return b"answer"
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_the_wires_end_passes_requests_and_close_and_takes_no_attribute():
+    """Adversarial: a plug-in that puts its own ``request`` on the object ``ctx.wire.channel()``
+    returns (to rewrite the tally, or to send before an attack) is refused; the end forwards."""
+    channel = _Counted()
+    end = session.ClientEnd(channel)
+    assert end.request(b"x") == b"answer" and channel.requests == [b"x"]
+    assert end.host == "the host"
+    end.close()
+    assert channel.closed == 1
+    with pytest.raises(AttributeError):
+        end.request = lambda data: b"forged"  # type: ignore[method-assign]
+    with pytest.raises(AttributeError):
+        end.anything = 1  # type: ignore[attr-defined]
+    assert session.ClientEnd(object()).host is None
+
+
+def test_the_runner_keeps_the_channel_it_handed_out(tmp_path, toy_plugins):
+    connect, opened = _opened(tmp_path, toy_plugins)
+    assert connect.channel is None  # nothing sent yet
+    opened.defense.run(opened.ctx)
+    try:
+        assert connect.channel is not None and connect.channel.kind == "process"
+        assert opened.ctx.wire.channel()._channel is connect.channel
+    finally:
+        connect.channel.close()
+
+
+def test_the_runners_cross_check_is_its_final_tally():
+    channel = _Asked({"messages": {}, "bytes": {}})
+    assert tally(channel) == {"messages": {}, "bytes": {}}
+    cross_check(channel, _wire({}, {}, {}))
+    assert channel.requests == [{"op": "tally"}, {"op": "tally", "final": True}]
