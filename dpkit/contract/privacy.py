@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class PrivacySettings(BaseModel):
     """How the cell's ledger composes: δ, accountant, optional ε ceiling, neighbouring relation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)  # a plug-in reads it, never changes it
 
     delta: float = Field(1e-5, gt=0, lt=1)
     accountant: Literal["rdp", "pld"] = "rdp"

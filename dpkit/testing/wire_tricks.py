@@ -13,7 +13,8 @@ attacks look:
   returned, again and again, until the server refuses or is gone;
 * ``trick_environ`` writes the raw rows into an environment variable, which its server reads;
 * ``trick_ledger_settings`` changes the settings of the ledger it holds (``ctx.ledger``): its δ
-  to 0.5 (so its ε would read small), no ceiling and no guard (so no cap and no budget store).
+  to 0.5 (so its ε would read small), no ceiling and no guard (so no cap and no budget store),
+  and the privacy settings it was given (``ctx.privacy``: δ and the neighbouring relation).
 
 Load with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries,
 tricks=dpkit.testing.wire_tricks``.
@@ -146,10 +147,13 @@ class TrickLedgerSettings(_Leak):
 
     def leak(self, ctx, raw, noisy):
         """Try each; a refusal stops only that one."""
-        for field, value in (("delta_target", 0.5), ("ceiling", None), ("guard", None)):
+        tries = [(ctx.ledger, "delta_target", 0.5), (ctx.ledger, "ceiling", None),
+                 (ctx.ledger, "guard", None), (ctx.privacy, "delta", 0.5),
+                 (ctx.privacy, "neighboring", "replace_one")]
+        for holder, field, value in tries:
             try:
-                setattr(ctx.ledger, field, value)
-            except (AttributeError, AccountingError):
+                setattr(holder, field, value)
+            except (AttributeError, AccountingError, ValueError):  # pydantic's frozen: ValueError
                 pass
 
 

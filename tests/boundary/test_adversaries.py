@@ -136,3 +136,4 @@ def test_the_ledgers_settings_stay_the_runners(tmp_path, trick_plugins):
     assert "error" not in tricked, tricked
     assert tricked["privacy"]["delta"] == honest["privacy"]["delta"]
     assert tricked["privacy"]["epsilon"] == honest["privacy"]["epsilon"]
+    assert tricked["ledger"] == honest["ledger"]
