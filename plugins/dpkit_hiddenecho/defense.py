@@ -83,6 +83,7 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
 
     def _prepare(self, ctx) -> SimpleNamespace:
         p, model = self.params, ctx.model
+        dpkit.warn_if_bf16_is_emulated(ctx.device.type, p.precision, self.name)
         if model is None or not hasattr(model, "server_forward"):
             raise ValueError(f"{self.name} needs a split model (spec `model:`, e.g. minilm or "
                              f"tiny-encoder), got {type(model).__name__}")
@@ -117,7 +118,6 @@ class HiddenEchoLdp(SplitFineTuning, dpkit.Component):
     def run(self, ctx) -> dpkit.DefenseResult:
         """Privatize, fine-tune through ``ctx.wire``, evaluate; metrics and the attacks' truth."""
         declare_releases(self, ctx)
-        dpkit.warn_if_bf16_is_emulated(ctx.device.type, self.params.precision, self.name)
         model, st = ctx.model, self._prepared(ctx)
         space, texts, ids = st.space, st.texts, st.ids
         data = {s: privatize_split(model, ids[s], texts[s][1], st.mechanism, space,

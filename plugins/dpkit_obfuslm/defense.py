@@ -47,6 +47,7 @@ def _prepared(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleName
 
 def _prepare(defense, ctx, obfuscation: ObfuscationParams | None) -> SimpleNamespace:
     p, model = defense.params, ctx.model
+    dpkit.warn_if_bf16_is_emulated(ctx.device.type, p.precision, defense.name)
     if model is None or model.causal:
         raise ValueError("obfuslm classification needs an encoder model (e.g. minilm or "
                          "tiny-encoder) as the spec's model")
@@ -75,7 +76,6 @@ def run_classification(defense, ctx, obfuscation: ObfuscationParams | None) -> d
     the predictions and keep the truth of the documents the attacks see."""
     declare_releases(defense, ctx)
     p, wire = defense.params, ctx.wire
-    dpkit.warn_if_bf16_is_emulated(ctx.device.type, p.precision, defense.name)
     st = _prepared(defense, ctx, obfuscation)
     metrics = dict(st.metrics)
     for name, tensor in st.sent.items():  # the obfuscated tables (and ObfusLM+'s layers)

@@ -5,6 +5,8 @@ truth describe what was sent."""
 
 from __future__ import annotations
 
+import warnings
+
 import dpkit_hiddenecho.defense as defense_module
 import peft  # noqa: F401  (imported at collection, as the registry below: not once per test
 import pytest
@@ -166,3 +168,22 @@ def test_the_metrics_and_the_truth_describe_what_was_sent(cells, name):
     inverted = knn_recovery(kept, space.vectors, truth, (1,))[1]
     assert m["ep"] == 1.0 - inverted and 0.0 < inverted < 1.0
     assert result.wire_bytes == wire.summary() and result.training_curves
+
+
+@pytest.mark.parametrize("name", ["hiddenecho_ldp", "hiddenecho"])
+def test_bf16_on_a_cpu_that_emulates_it_is_warned_of_once(model, name, monkeypatch):
+    from dpkit.ml import precision
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    precision._warn.cache_clear()
+    try:
+        ctx = tiny_context(model, toy_dataset())
+        defense = REGISTRY.build("defense", name, {**CELLS[name], "precision": "bf16"})
+        with pytest.warns(RuntimeWarning, match=rf"^{name}: precision 'bf16' on a CPU without"):
+            defense._prepared(ctx)
+        fp32 = REGISTRY.build("defense", name, CELLS[name])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fp32._prepared(tiny_context(model, toy_dataset()))
+    finally:
+        precision._warn.cache_clear()

@@ -142,3 +142,17 @@ def test_a_causal_model_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"^obfuslm classification needs an encoder model \(e\.g\. "
                                          r"minilm or tiny-encoder\) as the spec's model$"):
         defense.run(ctx)
+
+
+def test_bf16_on_a_cpu_that_emulates_it_is_warned_of(encoder, monkeypatch):
+    from dpkit.ml import precision
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    precision._warn.cache_clear()
+    try:
+        ctx = make_ctx(encoder, tiny_corpus(24))
+        defense = ctx.registry.build("defense", "obfuslm", {**CELLS["obfuslm"], "precision": "bf16"})
+        with pytest.warns(RuntimeWarning, match=r"^obfuslm: precision 'bf16' on a CPU without"):
+            _prepared(defense, ctx, defense.params)
+    finally:
+        precision._warn.cache_clear()
