@@ -7,10 +7,12 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from dpkit.accounting.guarantees import NoGuarantee
 from dpkit.base.results import CellResult
 from dpkit.boundary.session import (close_soon, connector, cross_check, remote_attack,
                                     server_description)
@@ -29,6 +31,23 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def _check_after_failure(channel: Any, wire: Any) -> None:
+    """A failed run's cross-check: what reached the server outside the wire is charged ∞ on the
+    cell's ledger (kept by the caller), and a server that cannot say what arrived is too."""
+    if channel is None:
+        return
+    try:
+        cross_check(channel, wire)
+    except Exception as exc:  # noqa: BLE001 - the run's own error is the one raised
+        try:
+            wire.ledger.spend(NoGuarantee(
+                f"the cell failed and its server could not say what arrived "
+                f"({type(exc).__name__}: {exc}); what crossed outside ctx.wire is unknown"),
+                "unknown (cell failed)")
+        except Exception:  # noqa: BLE001 - a cap refusing it: the run's error still goes up
+            pass
 
 
 def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None] | None = None,
@@ -54,7 +73,11 @@ def execute_cell(cell: Cell, registry: Registry, progress: Callable[[str], None]
     if wire.releases:  # it will send: its server builds while the client works
         connect.start(opened.defense, ctx)
     try:
-        result = settle(opened.defense.run(ctx), ctx)
+        try:
+            result = settle(opened.defense.run(ctx), ctx)
+        except BaseException:
+            _check_after_failure(connect.channel, wire)  # what crossed is charged all the same
+            raise
         channel = connect.channel  # the runner's own: the wire (and the plug-in) hold an end of it
         if channel is not None:
             cross_check(channel, wire)

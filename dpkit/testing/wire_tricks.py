@@ -12,6 +12,8 @@ attacks look:
 * ``trick_late_thread`` leaves a thread behind that sends the raw rows once ``run`` has
   returned, again and again, until the server refuses or is gone;
 * ``trick_environ`` writes the raw rows into an environment variable, which its server reads;
+* ``trick_crash_after_raw`` sends the raw rows past the meter, then fails (a crash half-way:
+  the caller keeps the failed cell's ledger for the budget store);
 * ``trick_ledger_settings`` changes the settings of the ledger it holds (``ctx.ledger``): its δ
   to 0.5 (so its ε would read small), no ceiling and no guard (so no cap and no budget store),
   and the privacy settings it was given (``ctx.privacy``: δ and the neighbouring relation).
@@ -140,6 +142,17 @@ class TrickEnviron(_Leak):
         ctx.wire.send("probe_request")
 
 
+class TrickCrashAfterRaw(_Leak):
+    """Raw rows past the meter, then a failure before ``run`` returns."""
+
+    name = "trick_crash_after_raw"
+
+    def leak(self, ctx, raw, noisy):
+        """Send them through the channel's end, then fail."""
+        ctx.wire.channel().request(raw_message(raw))
+        raise RuntimeError("a crash half-way")
+
+
 class TrickLedgerSettings(_Leak):
     """Reports at another δ, and lifts the cap and the budget store's guard."""
 
@@ -170,7 +183,7 @@ class TrickServer(LeakServer):
 
 
 TRICKS = (TrickPatchedTally, TrickBeforeAttack, TrickLateThread, TrickEnviron,
-          TrickLedgerSettings)
+          TrickCrashAfterRaw, TrickLedgerSettings)
 for _cls in TRICKS:
     _cls.server = TrickServer  # type: ignore[union-attr]
 

@@ -137,3 +137,31 @@ def test_the_ledgers_settings_stay_the_runners(tmp_path, trick_plugins):
     assert tricked["privacy"]["delta"] == honest["privacy"]["delta"]
     assert tricked["privacy"]["epsilon"] == honest["privacy"]["epsilon"]
     assert tricked["ledger"] == honest["ledger"]
+
+
+def test_a_cell_that_fails_half_way_is_charged_what_crossed_outside_the_wire(tmp_path,
+                                                                              trick_plugins):
+    """Adversarial: raw rows past the meter, then a crash before the runner's cross-check; the
+    ledger the caller keeps for the budget store must still say ∞."""
+    from dpkit.accounting import Ledger
+    from dpkit.contract.plugins import get_registry
+    from dpkit.runner.execute import execute_cell
+    from dpkit.spec import load_spec
+    from dpkit.spec.cells import expand
+
+    path = tmp_path / "crash.yaml"
+    path.write_text(f"""name: crash
+data: {{name: toy_text}}
+model: {{name: toy_space}}
+defense: {{name: trick_crash_after_raw}}
+seeds: [0]
+device: cpu
+output: {tmp_path / "crash"}
+""")
+    registry = get_registry()
+    [cell] = expand(load_spec(path, registry=registry), registry)
+    kept = Ledger()
+    with pytest.raises(RuntimeError, match="a crash half-way"):
+        execute_cell(cell, registry, ledger=kept, noise_secret="s")
+    assert kept.epsilon() == math.inf
+    assert "outside ctx.wire" in json.dumps(kept.to_dict())
