@@ -105,6 +105,7 @@ _HOMES: dict[str, str] = {
     "convergence_metrics": "dpkit.ml.training",
     "accuracy": "dpkit.ml.metrics",
     "auc": "dpkit.ml.metrics",
+    "bf16_autocast": "dpkit.ml.precision",
     "warn_if_bf16_is_emulated": "dpkit.ml.precision",
     # Data and models
     "Analogies": "dpkit.data.types",
@@ -237,7 +238,10 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
         convergence_metrics as convergence_metrics,
     )
     from dpkit.ml.metrics import accuracy as accuracy, auc as auc
-    from dpkit.ml.precision import warn_if_bf16_is_emulated as warn_if_bf16_is_emulated
+    from dpkit.ml.precision import (
+        bf16_autocast as bf16_autocast,
+        warn_if_bf16_is_emulated as warn_if_bf16_is_emulated,
+    )
     from dpkit.data.types import (
         Analogies as Analogies,
         TextDataset as TextDataset,

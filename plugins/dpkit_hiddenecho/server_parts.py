@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from dpkit import bf16_autocast
 from dpkit_hiddenecho.body import block_outputs
 from dpkit_hiddenecho.denoiser import Downsampler
 from dpkit_hiddenecho.frozen_blocks import FrozenBlockCache
@@ -43,7 +44,7 @@ def body_states(model, layers: tuple[int, ...], x: torch.Tensor, mask: torch.Ten
                 frozen: FrozenBlockCache | None, precision: str) -> list[torch.Tensor]:
     """The outputs of blocks ``layers`` on inputs ``x`` (cast to fp32); the body runs under
     bfloat16 autocast with ``precision="bf16"`` and replays frozen blocks through ``frozen``."""
-    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+    with bf16_autocast(x.device.type, enabled=precision == "bf16"):
         if frozen is None:
             states = block_outputs(model, x, mask.long())
         else:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from dpkit import TrainingCurve, Validation, fit_epochs, mean_pool
+from dpkit import TrainingCurve, Validation, bf16_autocast, fit_epochs, mean_pool
 
 
 @dataclass
@@ -47,8 +47,7 @@ class EncoderClassifier(nn.Module):
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Class logits ``[B, C]`` (fp32)."""
-        with torch.autocast(ids.device.type, dtype=torch.bfloat16,
-                            enabled=self.precision == "bf16"):
+        with bf16_autocast(ids.device.type, enabled=self.precision == "bf16"):
             hidden = self.body(input_ids=ids, attention_mask=mask).last_hidden_state
         return self.head(mean_pool(hidden.float(), mask))
 
