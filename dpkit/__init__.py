@@ -62,6 +62,7 @@ _HOMES: dict[str, str] = {
     "PublicInputs": "dpkit.contract.server",
     "Server": "dpkit.contract.server",
     "handles": "dpkit.contract.server",
+    "STANDARD_PHASES": "dpkit.contract.server",
     "token_releases": "dpkit.release.tokens",
     "declare_releases": "dpkit.contract.releases",
     # Guarantees and the ledger
@@ -189,6 +190,7 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
     from dpkit.contract.server import (
         Message as Message,
         PublicInputs as PublicInputs,
+        STANDARD_PHASES as STANDARD_PHASES,
         Server as Server,
         handles as handles,
     )

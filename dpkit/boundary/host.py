@@ -5,7 +5,8 @@ params (from the spec), the spec's model reference, the approved public datasets
 plug-in modules to load — and answers encoded requests: ``message`` (hand it to the server's
 handler), ``attack`` (run an attack on what the server kept and return its guesses), ``tally``
 (what arrived — messages, bytes and a digest per release — for the runner's cross-check against
-its meter and for tests). After a ``final`` tally (the runner's, once the run is over) every
+its meter and for tests), ``labels`` (the phases and handler names the server takes, which the
+wire asks for before the first message). After a ``final`` tally (the runner's, once the run is over) every
 message is refused: the attacks see what the cross-check counted, and nothing sent later.
 """
 
@@ -23,7 +24,7 @@ import torch
 from dpkit.boundary.public import ServerInputs
 from dpkit.contract.attacks import attack_view
 from dpkit.contract.context import AttackContext
-from dpkit.contract.server import Message, Server
+from dpkit.contract.server import STANDARD_PHASES, Message, Server
 from dpkit.release.codec import decode, encode
 from dpkit.release.meter import tensor_bytes
 
@@ -65,7 +66,10 @@ class ServerHost:
         if prepare is not None:  # e.g. load the public inputs, then confine the process
             prepare(self.public)
         self.server = server_class(defense_cls)(params, self.public)
+        self.taken = self._labels(type(self.server))
+        """The phases and handler names the server takes, fixed before any message arrives."""
         self.messages: dict[str, int] = defaultdict(int)
+        self.batches: dict[str, int] = defaultdict(int)
         self.bytes: dict[str, int] = defaultdict(int)
         self.digests: dict[str, Any] = {}
         self.ended = False
@@ -83,6 +87,8 @@ class ServerHost:
                 return encode(self.receive(request))
             if op == "attack":
                 return encode(self.attack(request))
+            if op == "labels":
+                return encode(self.taken)
             if op == "tally":
                 self.ended = self.ended or bool(request.get("final"))
                 return encode({"messages": dict(self.messages), "bytes": dict(self.bytes),
@@ -95,6 +101,11 @@ class ServerHost:
                             " see dpkit.boundary.confine)")
             return encode({"__error__": type(exc).__name__, "message": message,
                            "traceback": traceback.format_exc()})
+
+    @staticmethod
+    def _labels(cls: type[Server]) -> dict[str, list[str]]:
+        return {"phases": sorted({*STANDARD_PHASES, *cls.phases}),
+                "handlers": sorted(cls.handlers)}
 
     def receive(self, request: dict[str, Any]) -> Any:
         """Hand one message to the server; its answer goes back to the client."""
@@ -115,8 +126,10 @@ class ServerHost:
         if tensor is None and name not in self.server.handlers:
             raise ValueError(f"request {name!r} names no handler of "
                              f"{type(self.server).__name__}")
-        message = Message(name, request["phase"], int(request["batch"]), tensor,
+        phase = str(request["phase"])
+        message = Message(name, phase, self.batches[phase], tensor,
                           None if mask is None else mask.to(self.device))
+        self.batches[phase] += 1
         if self.received is not None:
             self.received.append(message)
         return self.server.receive(message)

@@ -24,14 +24,18 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+STANDARD_PHASES = ("run", "setup", "train", "validation", "eval", "test", "restore")
+"""The phases every server takes (``ctx.wire.phase``); a server names more in :attr:`Server.phases`."""
+
 
 @dataclass(frozen=True)
 class Message:
     """One send as the server receives it: a fresh tensor decoded from the bytes that crossed.
 
     ``mask`` marks the real rows (elements) when the release declares padding (the wire verified
-    it: padding closes each sequence, so ``mask`` gives lengths and nothing else), ``batch`` the
-    client's batch counter in ``phase``. ``tensor`` is None for a request.
+    it: padding closes each sequence, so ``mask`` gives lengths and nothing else), ``batch`` how
+    many messages of ``phase`` reached the server before this one (counted there: no number the
+    client chooses crosses). ``tensor`` is None for a request.
     """
 
     name: str
@@ -119,6 +123,11 @@ class Server:
     """
 
     handlers: ClassVar[dict[str, str]] = {}
+    phases: ClassVar[tuple[str, ...]] = ()
+    """Phases this server takes besides :data:`STANDARD_PHASES`. The wire asks the server for
+    its phases and handlers before the first message, and refuses any other phase, and any
+    request naming no handler, before it crosses: a label the client makes up could spell
+    private data."""
     keep_rows: ClassVar[int | None] = 1_000_000
     """Rows a release without a handler keeps for the attacks (None: all), so that a stream of
     training-time messages (DP-SGD's gradients) does not fill the server's memory."""

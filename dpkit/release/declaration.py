@@ -19,6 +19,7 @@ no lengths — the structure the server sees is the padding the wire verified.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     import torch
 
 UNITS = ("row", "element", "send", "group")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,63}")
+"""What a release name may be: it crosses the wire with each message (see :mod:`dpkit.release.labels`)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,12 @@ class Release:
     padding: float | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
+            shown = self.name if not isinstance(self.name, str) or len(self.name) <= 60 \
+                else self.name[:60] + "…"
+            raise AccountingError(f"release name {shown!r} must be a plain name (a letter or _, "
+                                  "then up to 63 letters, digits, _ . or -): it crosses the wire "
+                                  "with every message, uncounted, so it stays a short plain label")
         kinds = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
         if not isinstance(self.guarantee, kinds):
             raise AccountingError(f"release {self.name!r}: guarantee must be a dpkit guarantee "

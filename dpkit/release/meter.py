@@ -20,6 +20,7 @@ import torch
 from dpkit.accounting.guarantees import NoGuarantee
 from dpkit.base.errors import AccountingError
 from dpkit.release.declaration import Release
+from dpkit.release.labels import Labels
 
 if TYPE_CHECKING:
     from dpkit.accounting.ledger import Ledger, Spend
@@ -51,6 +52,8 @@ class Meter:
         self.messages: dict[str, int] = defaultdict(int)
         self.batches: dict[str, int] = defaultdict(int)
         self.closed = False
+        self.labels: Labels | None = None
+        """What the server said it takes (:mod:`dpkit.release.labels`), asked before the first send."""
 
     @property
     def ledger(self) -> Ledger:

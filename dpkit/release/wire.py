@@ -19,6 +19,7 @@ import torch
 from dpkit.base.errors import AccountingError
 from dpkit.release.codec import decode, encode, raise_if_error, to_device
 from dpkit.release.declaration import UNITS, Release  # noqa: F401 (re-exported)
+from dpkit.release.labels import QUESTION, Labels
 from dpkit.release.meter import DOWN, UP, Meter, tensor_bytes  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
@@ -88,23 +89,34 @@ class Wire:
     def send(self, name: str, tensor: torch.Tensor | None = None) -> Any:
         """Send ``tensor`` up under release ``name``; returns the server's answer (or None).
 
-        The wire copies the tensor, counts its units by the release's unit (rows the wire
-        verifies to be the declared padding excepted), records ε = ∞ for anything no declaration
-        covers — before the bytes cross — then delivers the copy as bytes. With no tensor it is
+        The wire copies the tensor, refuses a phase, request name or empty tensor the server did
+        not say it takes (:mod:`dpkit.release.labels`), counts its units by the release's unit
+        (rows the wire verifies to be the declared padding excepted), records ε = ∞ for anything
+        no declaration covers — before the bytes cross — then delivers the copy as bytes. With no tensor it is
         a request: the server's handler for ``name`` answers from what it already holds.
         """
+        if self._meter.closed:
+            raise AccountingError(f"the wire is closed; {name!r} was sent after the run ended")
         sent = None if tensor is None else tensor.detach().to("cpu", copy=True)
+        self.labels().check(self.phase, name, sent)
         real = self._meter.admit(name, sent)
         if sent is not None:
             self._meter.meter(self.phase, UP, name, tensor_bytes(sent))
             if self.device is None:
                 self.device = tensor.device  # type: ignore[union-attr]
-        message = {"op": "message", "name": name, "phase": self.phase,
-                   "batch": self._meter.batches[self.phase], "tensor": sent, "mask": real}
+        message = {"op": "message", "name": name, "phase": self.phase, "tensor": sent,
+                   "mask": real}
         answer = raise_if_error(decode(self.channel().request(encode(message))))
         self._meter.meter(self.phase, DOWN, name, _payload_bytes(answer))
         device = tensor.device if tensor is not None else self.device
         return answer if device is None or device.type == "cpu" else to_device(answer, device)
+
+    def labels(self) -> Labels:
+        """The phases and handlers the server takes, asked once, before the first message."""
+        if self._meter.labels is None:
+            answer = raise_if_error(decode(self.channel().request(encode(QUESTION))))
+            self._meter.labels = Labels.from_answer(answer)
+        return self._meter.labels
 
     def channel(self) -> Channel:
         """The channel to the server, started on first use."""

@@ -45,10 +45,16 @@ def attack_metrics(ctx: Any, result: Any, name: str, params: dict | None = None,
 class RecordingChannel:
     """A stand-in server for unit tests of a wire: decodes each message it gets, notes whether
     the ledger was already ∞ at that moment, and answers ``answer`` (e.g.
-    ``Wire(ledger, connect=lambda: channel)``)."""
+    ``Wire(ledger, connect=lambda: channel)``); it takes the standard phases and ``phases``, and
+    requests to ``handlers`` (the wire's first question, not kept in :attr:`got`)."""
 
-    def __init__(self, ledger: Any, answer: Any = None):
+    def __init__(self, ledger: Any, answer: Any = None, phases: tuple[str, ...] = (),
+                 handlers: tuple[str, ...] = ()):
+        from dpkit.contract.server import STANDARD_PHASES
+
         self.ledger, self.answer = ledger, answer
+        self.labels = {"phases": sorted({*STANDARD_PHASES, *phases}),
+                       "handlers": sorted(handlers)}
         self.got: list[Any] = []
         self.infinite_then: list[bool] = []
 
@@ -56,7 +62,10 @@ class RecordingChannel:
         """Decode and keep ``data``; answer with :attr:`answer`."""
         from dpkit.release.codec import decode, encode
 
-        self.got.append(decode(data))
+        request = decode(data)
+        if request.get("op") == "labels":
+            return encode(self.labels)
+        self.got.append(request)
         self.infinite_then.append(bool(self.ledger.no_guarantee_reasons))
         return encode(self.answer)
 
@@ -64,13 +73,16 @@ class RecordingChannel:
         """Nothing to stop."""
 
 
-def recording_wire(*releases: Any, ledger: Any = None, answer: Any = None) -> tuple[Any, Any]:
-    """A wire over a :class:`RecordingChannel`, with ``releases`` declared: ``(wire, channel)``."""
+def recording_wire(*releases: Any, ledger: Any = None, answer: Any = None,
+                   phases: tuple[str, ...] = (), handlers: tuple[str, ...] = ()
+                   ) -> tuple[Any, Any]:
+    """A wire over a :class:`RecordingChannel` taking ``phases`` and requests to ``handlers``,
+    with ``releases`` declared: ``(wire, channel)``."""
     from dpkit.accounting import Ledger
     from dpkit.release.wire import Wire
 
     ledger = ledger if ledger is not None else Ledger()
-    channel = RecordingChannel(ledger, answer)
+    channel = RecordingChannel(ledger, answer, phases, handlers)
     wire = Wire(ledger, connect=lambda: channel)
     wire.declare(releases)
     return wire, channel

@@ -16,7 +16,12 @@ attacks look:
   the caller keeps the failed cell's ledger for the budget store);
 * ``trick_ledger_settings`` changes the settings of the ledger it holds (``ctx.ledger``): its δ
   to 0.5 (so its ε would read small), no ceiling and no guard (so no cap and no budget store),
-  and the privacy settings it was given (``ctx.privacy``: δ and the neighbouring relation).
+  and the privacy settings it was given (``ctx.privacy``: δ and the neighbouring relation);
+* ``trick_phase`` spells the raw rows in the phase (``ctx.wire.phase``) of a request;
+* ``trick_batch_count`` spells the bytes of the first raw rows as how many batches it ends
+  (``ctx.wire.end_batch()``) between requests, which the message's batch number once carried;
+* ``trick_empty_shape`` spells the first raw rows' bits as the width of tensors with no
+  elements (no rows, so no units counted).
 
 Load with ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries,
 tricks=dpkit.testing.wire_tricks``.
@@ -43,6 +48,7 @@ from dpkit.testing.adversaries import LeakServer, _Leak
 
 ENVIRONMENT_VARIABLE = "LEAK_RAW_ROWS"
 LATE_SECONDS = 5.0
+SPELLED_ROWS = 16  # how many raw rows the counting tricks spell (a share of the sequence)
 
 
 def raw_message(raw: torch.Tensor) -> bytes:
@@ -170,20 +176,96 @@ class TrickLedgerSettings(_Leak):
                 pass
 
 
+class TrickPhase(_Leak):
+    """The raw rows, in hexadecimal, as the phase of a request."""
+
+    name = "trick_phase"
+
+    def leak(self, ctx, raw, noisy):
+        """Name the phase after them and ask the server to look."""
+        ctx.wire.phase = "raw_" + raw.contiguous().cpu().numpy().tobytes().hex()
+        ctx.wire.send("probe_request")
+
+
+class TrickBatchCount(_Leak):
+    """Each byte of the first raw rows as the number of batches ended before a request."""
+
+    name = "trick_batch_count"
+
+    def leak(self, ctx, raw, noisy):
+        """End that many batches, then ask; the server reads the gaps between batch numbers."""
+        for byte in raw[:SPELLED_ROWS].contiguous().cpu().numpy().tobytes():
+            for _ in range(byte):
+                ctx.wire.end_batch()
+            ctx.wire.send("probe_batch")
+        ctx.wire.send("probe_request")
+
+
+class TrickEmptyShape(_Leak):
+    """Each 32-bit word of the first raw rows as the width of a tensor with no rows."""
+
+    name = "trick_empty_shape"
+
+    def leak(self, ctx, raw, noisy):
+        """Send one empty tensor per word under the honest release, then ask."""
+        words = raw[:SPELLED_ROWS].contiguous().cpu().view(torch.int32).reshape(-1)
+        for word in words.tolist():
+            ctx.wire.send("embeddings", torch.empty(0, word % 2 ** 32))
+        ctx.wire.send("probe_request")
+
+
 class TrickServer(LeakServer):
     """The leaks' server, which also reads the environment variable the client may have set."""
 
+    def __init__(self, params: Any, public: Any):
+        super().__init__(params, public)
+        self.seen_phases: list[str] = []
+        self.batches: list[int] = []
+        self.widths: list[int] = []
+
+    def receive(self, message: Message) -> Any:
+        """Note every phase and every empty tensor's width, then handle the message."""
+        self.seen_phases.append(message.phase)
+        if message.tensor is not None and message.tensor.numel() == 0:
+            self.widths.append(int(message.tensor.shape[-1]))
+            return None
+        return super().receive(message)
+
+    @handles("probe_batch")
+    def note_batch(self, message: Message) -> None:
+        """Note the message's batch number."""
+        self.batches.append(message.batch)
+
     @handles("probe_request")
     def probe(self, message: Message) -> None:
-        """Everything the leaks' server looks at, and the environment."""
+        """Everything the leaks' server looks at, the environment, and what the phases, batch
+        numbers and empty widths spell."""
         super().probe(message)
         value = os.environ.get(ENVIRONMENT_VARIABLE)
         if value:
             self.observe("environ", load_tensors(base64.b64decode(value))["raw"])
+        width = self.public.model.vectors.shape[1]
+        for phase in self.seen_phases:
+            if phase.startswith("raw_"):
+                self.observe("phase", _rows(bytes.fromhex(phase[4:]), width))
+        if self.batches:
+            gaps = [b - a for a, b in zip([0, *self.batches], self.batches)]
+            self.observe("batches", _rows(bytes(g % 256 for g in gaps), width))
+        if self.widths:
+            words = torch.tensor(self.widths, dtype=torch.int64).to(torch.int32)
+            self.observe("widths", words.view(torch.float32).reshape(-1, width))
+        self.seen_phases, self.batches, self.widths = [], [], []  # each read once
+
+
+def _rows(data: bytes, width: int) -> torch.Tensor:
+    """``data`` read as float32 rows of ``width`` (a trailing part row dropped)."""
+    floats = torch.frombuffer(bytearray(data), dtype=torch.float32) if len(data) >= 4 else \
+        torch.empty(0)
+    return floats[:len(floats) // width * width].reshape(-1, width).clone()
 
 
 TRICKS = (TrickPatchedTally, TrickBeforeAttack, TrickLateThread, TrickEnviron,
-          TrickCrashAfterRaw, TrickLedgerSettings)
+          TrickCrashAfterRaw, TrickLedgerSettings, TrickPhase, TrickBatchCount, TrickEmptyShape)
 for _cls in TRICKS:
     _cls.server = TrickServer  # type: ignore[union-attr]
 

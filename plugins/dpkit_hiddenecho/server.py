@@ -13,7 +13,7 @@ initialisation, dropout, MINE sampling) comes from its own seed.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -41,6 +41,7 @@ from dpkit_hiddenecho.server_parts import (
 class HiddenEchoServer(dpkit.Server):
     """The untrusted side of ``hiddenecho``, ``hiddenecho_full`` and ``hiddenecho_ldp``."""
 
+    phases: ClassVar[tuple[str, ...]] = ("layer_filter",)  # besides dpkit.STANDARD_PHASES
     PHASES = ("layer_filter", "train", "validation", "eval")
 
     def __init__(self, params: Any, public: dpkit.PublicInputs):

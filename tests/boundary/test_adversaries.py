@@ -16,8 +16,10 @@ import math
 import os
 
 import pytest
+import torch
 
 import dpkit.contract.plugins
+from dpkit.contract.server import Message
 from dpkit.testing.boundary import rows_by_method
 from dpkit.testing.wire_tricks import ENVIRONMENT_VARIABLE
 
@@ -165,3 +167,38 @@ output: {tmp_path / "crash"}
         execute_cell(cell, registry, ledger=kept, noise_secret="s")
     assert kept.epsilon() == math.inf
     assert "outside ctx.wire" in json.dumps(kept.to_dict())
+
+
+def test_labels_a_client_makes_up_do_not_cross(tmp_path, trick_plugins):
+    """Adversarial: the raw rows spelled in a phase, in how many batches end between requests,
+    and in the widths of tensors with no elements. The phase and the empty tensors are refused
+    before they cross; the batch number is the server's own count, so it spells nothing."""
+    rows = _run(tmp_path, "labels", ["trick_phase", "trick_empty_shape", "trick_batch_count"])
+    assert "error" in rows["trick_phase"] and "is not one the server takes" in \
+        rows["trick_phase"]["error"], rows["trick_phase"]
+    assert "no elements" in rows["trick_empty_shape"].get("error", ""), rows["trick_empty_shape"]
+    counted = rows["trick_batch_count"]
+    assert "error" not in counted and math.isfinite(counted["privacy"]["epsilon"]), counted
+    assert counted["metrics"]["raw_found"] == 0.0, counted["metrics"]
+
+
+def test_control_the_trick_server_reads_what_the_labels_would_spell():
+    """Without the wire's checks (messages made by hand), the tricks' server does recover the
+    raw rows from phases, batch gaps and empty widths: the zeros above are the wire's doing."""
+    from dpkit.testing.wire_tricks import SPELLED_ROWS, TrickServer
+
+    class Public:
+        model = type("Space", (), {"vectors": torch.zeros(5, 8)})()
+
+    raw = torch.randn(SPELLED_ROWS, 8)
+    server = TrickServer(None, Public())
+    server.receive(Message("probe_request", "raw_" + raw.numpy().tobytes().hex(), 0, None))
+    batch = 0  # the client's count of ended batches, as the message once carried it
+    for byte in raw.numpy().tobytes():
+        batch += byte
+        server.receive(Message("probe_batch", "run", batch, None))
+    for word in raw.view(torch.int32).reshape(-1).tolist():
+        server.receive(Message("embeddings", "run", 0, torch.empty(0, word % 2 ** 32)))
+    server.receive(Message("probe_request", "run", 0, None))
+    for key in ("phase", "batches", "widths"):
+        assert torch.equal(server.observed[key], raw), key

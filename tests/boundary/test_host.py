@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import dpkit
 from dpkit.accounting import Ledger
 from dpkit.base.errors import ServerError
 from dpkit.boundary.session import connector, tally
@@ -45,3 +46,23 @@ def test_an_attack_still_runs_after_the_final_tally(channel):
     answer = decode(channel.request(encode({"op": "attack", "name": "toy_attack", "params": {},
                                             "seed": 0})))
     assert "__error__" not in answer, answer
+
+
+def test_the_server_says_its_labels_from_its_class_before_any_message(channel):
+    taken = decode(channel.request(encode({"op": "labels"})))
+    server_cls = type(channel.host.server)
+    assert set(taken["phases"]) == {*dpkit.STANDARD_PHASES, *server_cls.phases}
+    assert taken["handlers"] == sorted(server_cls.handlers)
+    channel.host.server.__class__ = type("Grown", (server_cls,), {"phases": ("raw_00ff",)})
+    raise_if_error(decode(channel.request(_message(torch.ones(1, 4)))))
+    assert decode(channel.request(encode({"op": "labels"}))) == taken  # fixed when it was built
+
+
+def test_the_batch_number_is_the_servers_count_whatever_the_client_writes(channel):
+    seen = []
+    channel.host.server.receive = lambda message: seen.append((message.phase, message.batch))
+    for phase, batch in (("run", 999), ("run", 7), ("eval", 123), ("run", 0)):
+        request = {"op": "message", "name": "embeddings", "phase": phase, "batch": batch,
+                   "tensor": torch.ones(1, 4), "mask": None}
+        raise_if_error(decode(channel.request(encode(request))))
+    assert seen == [("run", 0), ("run", 1), ("eval", 0), ("run", 2)]

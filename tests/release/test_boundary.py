@@ -60,7 +60,8 @@ def test_4_each_unit_kind_is_measured_from_what_is_sent():
 
 
 def test_5_requests_carry_no_tensor_and_answers_come_back_as_data():
-    wire, channel = recording_wire(answer={"n": 3, "rows": torch.ones(2, 2)})
+    wire, channel = recording_wire(answer={"n": 3, "rows": torch.ones(2, 2)},
+                                   handlers=("report",))
     answer = wire.send("report")
     assert channel.got[0]["tensor"] is None and answer["n"] == 3
     assert torch.equal(answer["rows"], torch.ones(2, 2)) and len(wire.ledger.spends) == 0

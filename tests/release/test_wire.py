@@ -16,7 +16,7 @@ ETA = MetricDpGuarantee(5.0, "l2", "glove")
 
 
 def wire_with(*releases, answer=None, ledger=None):
-    return recording_wire(*releases, answer=answer, ledger=ledger)
+    return recording_wire(*releases, answer=answer, ledger=ledger, handlers=("report",))
 
 
 def test_declare_spends_once_per_release_and_refuses_a_second_declaration():
@@ -153,7 +153,7 @@ def test_a_wire_without_a_server_declares_but_cannot_send():
         wire.send("embeddings", torch.randn(1, 2))
 
 
-def test_messages_name_the_phase_and_batch_and_bytes_are_kept_apart():
+def test_messages_name_the_phase_and_bytes_are_kept_apart_and_no_batch_number_crosses():
     wire, channel = wire_with(Release("embeddings", ETA, "tokens", count=9),
                               Release("ids", ETA, "ids", count=9, unit="element"))
     wire.send("embeddings", torch.zeros(2, 4))                      # 32 bytes up
@@ -162,9 +162,10 @@ def test_messages_name_the_phase_and_batch_and_bytes_are_kept_apart():
     wire.phase = "eval"
     wire.send("ids", torch.zeros(3, dtype=torch.int64))             # 24 bytes up
     wire.send("embeddings", torch.zeros(1, 4))                      # 16 bytes up
-    assert [(m["op"], m["name"], m["phase"], m["batch"], m["mask"]) for m in channel.got] == [
-        ("message", "embeddings", "run", 0, None), ("message", "ids", "eval", 0, None),
-        ("message", "embeddings", "eval", 0, None)]
+    assert [(m["op"], m["name"], m["phase"], m["mask"]) for m in channel.got] == [
+        ("message", "embeddings", "run", None), ("message", "ids", "eval", None),
+        ("message", "embeddings", "eval", None)]
+    assert not any("batch" in m for m in channel.got)  # the server counts its own messages
     assert wire.bytes() == 72 and wire.bytes(direction=DOWN) == 0
     assert wire.bytes("run") == 32 and wire.bytes("eval", UP) == 40
     assert wire.bytes(name="embeddings") == 48 and wire.bytes("eval", UP, "ids") == 24
@@ -174,7 +175,7 @@ def test_messages_name_the_phase_and_batch_and_bytes_are_kept_apart():
                               "run_up_embeddings": 32, "total": 72}
     wire.end_batch()
     wire.send("ids", torch.zeros(1, dtype=torch.int64))
-    assert channel.got[-1]["batch"] == 1 and wire.per_batch("eval") == 48.0
+    assert "batch" not in channel.got[-1] and wire.per_batch("eval") == 48.0
 
 
 def test_the_bytes_of_an_answer_are_those_of_its_tensors():

@@ -1,0 +1,64 @@
+"""What a message's labels may say: its phase and, for a request, the handler it names.
+
+Besides its tensor, a message crosses with strings and a shape the client picks: the phase
+(``ctx.wire.phase``), the release or handler name, the tensor's shape. A string chosen at run
+time could spell private data, and an empty tensor's shape carries numbers no release counts.
+So the wire asks the server, before the first message, which phases and handlers it takes — its
+answer comes from the server's class alone (:attr:`dpkit.Server.phases`, its handlers), fixed
+before anything private arrived — and refuses, before it crosses, any other phase, any request
+naming no handler, and any tensor with no elements. A release's name is checked when it is
+declared (:class:`dpkit.Release`); what stays is the choice among these labels, message by
+message (the schedule), which the threat model in ``docs/releases.md`` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dpkit.base.errors import AccountingError
+
+QUESTION = {"op": "labels"}
+"""The request the wire sends first, answered by :class:`dpkit.boundary.host.ServerHost`."""
+
+
+@dataclass(frozen=True)
+class Labels:
+    """The phases and handler names one cell's server takes."""
+
+    phases: frozenset[str]
+    handlers: frozenset[str]
+
+    @classmethod
+    def from_answer(cls, answer: Any) -> Labels:
+        """The server's answer to :data:`QUESTION`, checked to be two lists of strings."""
+        if not isinstance(answer, Mapping) or not all(
+                isinstance(answer.get(k), list) and all(isinstance(v, str) for v in answer[k])
+                for k in ("phases", "handlers")):
+            raise AccountingError("the server did not say which phases and handlers it takes "
+                                  f"(got {type(answer).__name__}); nothing was sent")
+        return cls(frozenset(answer["phases"]), frozenset(answer["handlers"]))
+
+    def check(self, phase: str, name: str, tensor: torch.Tensor | None) -> None:
+        """Refuse a send whose phase, request name or empty tensor could carry data."""
+        if phase not in self.phases:
+            raise AccountingError(
+                f"phase {_short(phase)} is not one the server takes {sorted(self.phases)}; a "
+                "phase is a label the server names in advance (dpkit.Server.phases), since "
+                "one made up at run time could spell private data. Nothing was sent")
+        if tensor is None and name not in self.handlers:
+            raise AccountingError(
+                f"request {_short(name)} names no handler of the server {sorted(self.handlers)}; "
+                "a request carries only its name, which must be a handler's. Nothing was sent")
+        if tensor is not None and tensor.numel() == 0:
+            raise AccountingError(
+                f"{_short(name)}: a tensor with no elements (shape {tuple(tensor.shape)}) "
+                "carries only its shape, which no release counts; skip the send. Nothing was "
+                "sent")
+
+
+def _short(label: str, keep: int = 60) -> str:
+    return repr(label if len(label) <= keep else label[:keep] + "…")

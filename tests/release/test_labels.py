@@ -1,0 +1,89 @@
+"""A message's labels — its phase, a request's name, an empty tensor's shape, a release's name —
+are the server's or plain, never a string or number the client makes up at run time."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from dpkit.accounting import Ledger, MetricDpGuarantee
+from dpkit.base.errors import AccountingError
+from dpkit.contract.server import STANDARD_PHASES
+from dpkit.release.codec import decode, encode
+from dpkit.release.labels import Labels
+from dpkit.release.wire import Release, Wire
+from dpkit.testing.boundary import recording_wire
+
+ETA = MetricDpGuarantee(5.0, "l2", "glove")
+
+
+def test_a_phase_the_server_did_not_name_is_refused_before_it_crosses():
+    wire, channel = recording_wire(Release("embeddings", ETA, "tokens", count=4),
+                                   phases=("layer_filter",))
+    wire.phase = "layer_filter"
+    wire.send("embeddings", torch.zeros(2, 3))
+    wire.phase = "raw_3f800000" + "00" * 40  # data spelled in hexadecimal
+    with pytest.raises(AccountingError, match="is not one the server takes .*Nothing was sent"):
+        wire.send("embeddings", torch.zeros(2, 3))
+    assert [m["phase"] for m in channel.got] == ["layer_filter"]
+    assert wire.units["embeddings"] == 2 and wire.ledger.epsilon() < math.inf
+
+
+def test_a_request_must_name_a_handler_and_a_tensor_must_hold_elements():
+    wire, channel = recording_wire(Release("embeddings", ETA, "tokens", count=4),
+                                   handlers=("report",))
+    wire.send("report")
+    with pytest.raises(AccountingError, match="names no handler"):
+        wire.send("text_the private sentence")
+    for empty in (torch.empty(0, 2 ** 31), torch.empty(3, 0), torch.empty(0)):
+        with pytest.raises(AccountingError, match="no elements"):
+            wire.send("embeddings", empty)
+    assert [m["name"] for m in channel.got] == ["report"] and wire.units["embeddings"] == 0
+
+
+def test_the_server_is_asked_once_before_the_first_message_and_an_unclear_answer_refuses():
+    asked: list[str] = []
+
+    class Channel:
+        def __init__(self, answer):
+            self.answer = answer
+
+        def request(self, data: bytes) -> bytes:
+            asked.append(decode(data)["op"])
+            return encode(self.answer if asked[-1] == "labels" else None)
+
+        def close(self) -> None:
+            pass
+
+    good = Channel({"phases": list(STANDARD_PHASES), "handlers": []})
+    wire = Wire(Ledger(), connect=lambda: good)
+    wire.declare([Release("x", ETA, "x", count=9)])
+    for _ in range(3):
+        wire.send("x", torch.ones(1, 2))
+    assert asked == ["labels", "message", "message", "message"]
+    for answer in (None, {"phases": "run", "handlers": []}, {"phases": [1], "handlers": []},
+                   {"phases": ["run"]}):
+        asked.clear()
+        bad = Channel(answer)
+        wire = Wire(Ledger(), connect=lambda bad=bad: bad)
+        wire.declare([Release("x", ETA, "x", count=9)])
+        with pytest.raises(AccountingError, match="did not say which phases"):
+            wire.send("x", torch.ones(1, 2))
+        assert asked == ["labels"]  # nothing else crossed
+
+
+@pytest.mark.parametrize("name", ["", "has space", "1leading_digit", "x" * 65, "a/b", "näme",
+                                  "text:hello"])
+def test_a_release_name_is_a_short_plain_label(name):
+    with pytest.raises(AccountingError, match="plain name"):
+        Release(name, ETA, "label")
+    with pytest.raises(AccountingError, match="plain name"):
+        Release.uncovered(name, "a reason")
+
+
+def test_plain_release_names_are_taken():
+    for name in ("embeddings", "token_ids", "_private", "layer.3-q", "x" * 64):
+        assert Release(name, ETA, "label").name == name
+    assert Labels(frozenset({"run"}), frozenset()).check("run", "x", torch.ones(1)) is None
