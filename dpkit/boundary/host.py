@@ -119,8 +119,7 @@ class ServerHost:
         if tensor is not None:
             self.bytes[name] += tensor_bytes(tensor)
             self.digests.setdefault(name, hashlib.blake2b(digest_size=16)).update(
-                tensor.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-                if tensor.numel() else b"")
+                tensor.contiguous().view(-1).view(torch.uint8).numpy().tobytes())
             tensor = tensor.to(self.device)
         mask = request["mask"]
         if tensor is None and name not in self.server.handlers:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from dpkit.accounting.guarantees import (DpGuarantee, Guarantee, KAnonymityGuarantee, MetricDpGuarantee,
                                          NoGuarantee)
 from dpkit.base.errors import AccountingError
+from dpkit.release.labels import short_label
 
 if TYPE_CHECKING:
     import torch
@@ -59,11 +60,10 @@ class Release:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
-            shown = self.name if not isinstance(self.name, str) or len(self.name) <= 60 \
-                else self.name[:60] + "…"
-            raise AccountingError(f"release name {shown!r} must be a plain name (a letter or _, "
-                                  "then up to 63 letters, digits, _ . or -): it crosses the wire "
-                                  "with every message, uncounted, so it stays a short plain label")
+            raise AccountingError(f"release name {short_label(self.name)} must be a plain name "
+                                  "(a letter or _, then up to 63 letters, digits, _ . or -): it "
+                                  "crosses the wire with every message, uncounted, so it stays a "
+                                  "short plain label")
         kinds = (DpGuarantee, MetricDpGuarantee, KAnonymityGuarantee, NoGuarantee)
         if not isinstance(self.guarantee, kinds):
             raise AccountingError(f"release {self.name!r}: guarantee must be a dpkit guarantee "

@@ -46,19 +46,22 @@ class Labels:
         """Refuse a send whose phase, request name or empty tensor could carry data."""
         if phase not in self.phases:
             raise AccountingError(
-                f"phase {_short(phase)} is not one the server takes {sorted(self.phases)}; a "
+                f"phase {short_label(phase)} is not one the server takes {sorted(self.phases)}; a "
                 "phase is a label the server names in advance (dpkit.Server.phases), since "
                 "one made up at run time could spell private data. Nothing was sent")
         if tensor is None and name not in self.handlers:
             raise AccountingError(
-                f"request {_short(name)} names no handler of the server {sorted(self.handlers)}; "
+                f"request {short_label(name)} names no handler of the server {sorted(self.handlers)}; "
                 "a request carries only its name, which must be a handler's. Nothing was sent")
         if tensor is not None and tensor.numel() == 0:
             raise AccountingError(
-                f"{_short(name)}: a tensor with no elements (shape {tuple(tensor.shape)}) "
+                f"{short_label(name)}: a tensor with no elements (shape {tuple(tensor.shape)}) "
                 "carries only its shape, which no release counts; skip the send. Nothing was "
                 "sent")
 
 
-def _short(label: str, keep: int = 60) -> str:
-    return repr(label if len(label) <= keep else label[:keep] + "…")
+def short_label(label: object, keep: int = 60) -> str:
+    """``repr`` of ``label``, a string cut to its first ``keep`` characters and "…"."""
+    if isinstance(label, str) and len(label) > keep:
+        label = label[:keep] + "…"
+    return repr(label)

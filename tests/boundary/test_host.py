@@ -35,8 +35,12 @@ def test_messages_are_taken_until_the_final_tally_and_refused_after(channel):
     assert tally(channel)["messages"] == {"embeddings": 1}  # a tally on the way ends nothing
     raise_if_error(decode(channel.request(_message(rows))))
     assert tally(channel, final=True)["messages"] == {"embeddings": 2}
-    with pytest.raises(ServerError, match="arrived after the run ended"):
+    with pytest.raises(ServerError) as refused:
         raise_if_error(decode(channel.request(_message(rows))))
+    assert str(refused.value).endswith(
+        "'embeddings' arrived after the run ended (the runner has taken its final tally of what "
+        "crossed); nothing more reaches the server — send everything from run(ctx), before it "
+        "returns")
     assert tally(channel)["messages"] == {"embeddings": 2}  # the refused one is not counted
     assert channel.host.ended
 
@@ -66,3 +70,37 @@ def test_the_batch_number_is_the_servers_count_whatever_the_client_writes(channe
                    "tensor": torch.ones(1, 4), "mask": None}
         raise_if_error(decode(channel.request(encode(request))))
     assert seen == [("run", 0), ("run", 1), ("eval", 0), ("run", 2)]
+
+
+def test_the_server_receives_what_crossed_and_the_tally_counts_it(channel):
+    import hashlib
+
+    host = channel.host
+    got = []
+    host.server.receive = lambda message: got.append(message)
+    host.received = []
+    first, second = torch.arange(8.0).reshape(2, 4), torch.ones(1, 4)
+    mask = torch.tensor([True, False])
+    for rows, real in ((first, mask), (second, None)):
+        request = {"op": "message", "name": "embeddings", "phase": "run", "tensor": rows,
+                   "mask": real}
+        raise_if_error(decode(channel.request(encode(request))))
+    assert [(m.name, m.phase, m.batch) for m in got[:2]] == [("embeddings", "run", 0),
+                                                             ("embeddings", "run", 1)]
+    assert torch.equal(got[0].tensor, first) and torch.equal(got[1].tensor, second)
+    assert torch.equal(got[0].mask, mask) and got[1].mask is None
+    assert got[0].tensor.device == host.device and host.received == got[:2]
+    expected = hashlib.blake2b(digest_size=16)
+    for rows in (first, second):
+        expected.update(rows.numpy().tobytes())
+    empty = {"op": "message", "name": "embeddings", "phase": "run", "tensor": torch.empty(0, 4),
+             "mask": None}  # refused by the wire; sent past it, it adds no bytes to the digest
+    raise_if_error(decode(channel.request(encode(empty))))
+    told = tally(channel)
+    assert told["messages"] == {"embeddings": 3} and told["bytes"] == {"embeddings": 48}
+    assert told["digests"] == {"embeddings": expected.hexdigest()}
+    named = f"request 'nothing_here' names no handler of {type(host.server).__name__}$"
+    with pytest.raises(ServerError, match=named):
+        raise_if_error(decode(channel.request(encode(
+            {"op": "message", "name": "nothing_here", "phase": "run", "tensor": None,
+             "mask": None}))))

@@ -87,3 +87,48 @@ def test_plain_release_names_are_taken():
     for name in ("embeddings", "token_ids", "_private", "layer.3-q", "x" * 64):
         assert Release(name, ETA, "label").name == name
     assert Labels(frozenset({"run"}), frozenset()).check("run", "x", torch.ones(1)) is None
+
+
+LONG = "raw_" + "ab" * 40  # 84 characters: shown as its first 60 and "…"
+SHOWN = repr(LONG[:60] + "…")
+
+
+def test_each_refusal_says_what_was_refused_and_what_to_do():
+    wire, _ = recording_wire(Release("embeddings", ETA, "tokens", count=4), handlers=("report",))
+    wire.phase = LONG
+    with pytest.raises(AccountingError) as refused:
+        wire.send("embeddings", torch.zeros(1, 2))
+    assert str(refused.value) == (
+        f"phase {SHOWN} is not one the server takes ['eval', 'restore', 'run', 'setup', 'test', "
+        "'train', 'validation']; a phase is a label the server names in advance "
+        "(dpkit.Server.phases), since one made up at run time could spell private data. Nothing "
+        "was sent")
+    wire.phase = "run"
+    with pytest.raises(AccountingError) as refused:
+        wire.send(LONG)
+    assert str(refused.value) == (
+        f"request {SHOWN} names no handler of the server ['report']; a request carries only its "
+        "name, which must be a handler's. Nothing was sent")
+    with pytest.raises(AccountingError) as refused:
+        wire.send("embeddings", torch.empty(0, 7))
+    assert str(refused.value) == (
+        "'embeddings': a tensor with no elements (shape (0, 7)) carries only its shape, which no "
+        "release counts; skip the send. Nothing was sent")
+    with pytest.raises(AccountingError) as refused:
+        Labels.from_answer(["run"])
+    assert str(refused.value) == ("the server did not say which phases and handlers it takes "
+                                  "(got list); nothing was sent")
+    with pytest.raises(AccountingError) as refused:
+        Release(LONG + " x", ETA, "label")
+    assert str(refused.value) == (
+        f"release name {SHOWN} must be a plain name (a letter or _, then up to 63 letters, "
+        "digits, _ . or -): it crosses the wire with every message, uncounted, so it stays a "
+        "short plain label")
+
+
+def test_a_label_is_shown_whole_up_to_sixty_characters():
+    from dpkit.release.labels import short_label
+
+    assert short_label("x" * 60) == repr("x" * 60)
+    assert short_label("x" * 61) == repr("x" * 60 + "…")
+    assert short_label(None) == "None" and short_label(7) == "7"
