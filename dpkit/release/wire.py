@@ -89,8 +89,8 @@ class Wire:
     def send(self, name: str, tensor: torch.Tensor | None = None) -> Any:
         """Send ``tensor`` up under release ``name``; returns the server's answer (or None).
 
-        The wire copies the tensor, refuses a phase, request name or empty tensor the server did
-        not say it takes (:mod:`dpkit.release.labels`), counts its units by the release's unit
+        The wire copies the tensor, refuses a phase or request name the server did not say it
+        takes (:mod:`dpkit.release.labels`), counts its units by the release's unit
         (rows the wire verifies to be the declared padding excepted), records ε = ∞ for anything
         no declaration covers — before the bytes cross — then delivers the copy as bytes. With no tensor it is
         a request: the server's handler for ``name`` answers from what it already holds.

@@ -31,15 +31,12 @@ def test_a_phase_the_server_did_not_name_is_refused_before_it_crosses():
     assert wire.units["embeddings"] == 2 and wire.ledger.epsilon() < math.inf
 
 
-def test_a_request_must_name_a_handler_and_a_tensor_must_hold_elements():
+def test_a_request_must_name_a_handler():
     wire, channel = recording_wire(Release("embeddings", ETA, "tokens", count=4),
                                    handlers=("report",))
     wire.send("report")
     with pytest.raises(AccountingError, match="names no handler"):
         wire.send("text_the private sentence")
-    for empty in (torch.empty(0, 2 ** 31), torch.empty(3, 0), torch.empty(0)):
-        with pytest.raises(AccountingError, match="no elements"):
-            wire.send("embeddings", empty)
     assert [m["name"] for m in channel.got] == ["report"] and wire.units["embeddings"] == 0
 
 
@@ -109,11 +106,6 @@ def test_each_refusal_says_what_was_refused_and_what_to_do():
     assert str(refused.value) == (
         f"request {SHOWN} names no handler of the server ['report']; a request carries only its "
         "name, which must be a handler's. Nothing was sent")
-    with pytest.raises(AccountingError) as refused:
-        wire.send("embeddings", torch.empty(0, 7))
-    assert str(refused.value) == (
-        "'embeddings': a tensor with no elements (shape (0, 7)) carries only its shape, which no "
-        "release counts; skip the send. Nothing was sent")
     with pytest.raises(AccountingError) as refused:
         Labels.from_answer(["run"])
     assert str(refused.value) == ("the server did not say which phases and handlers it takes "
