@@ -63,6 +63,7 @@ _HOMES: dict[str, str] = {
     "Server": "dpkit.contract.server",
     "handles": "dpkit.contract.server",
     "STANDARD_PHASES": "dpkit.contract.server",
+    "STANDARD_RELEASES": "dpkit.contract.server",
     "token_releases": "dpkit.release.tokens",
     "declare_releases": "dpkit.contract.releases",
     # Guarantees and the ledger
@@ -191,6 +192,7 @@ if TYPE_CHECKING:  # the real types for mypy and IDEs; nothing below runs
         Message as Message,
         PublicInputs as PublicInputs,
         STANDARD_PHASES as STANDARD_PHASES,
+        STANDARD_RELEASES as STANDARD_RELEASES,
         Server as Server,
         handles as handles,
     )

@@ -24,7 +24,7 @@ import torch
 from dpkit.boundary.public import ServerInputs
 from dpkit.contract.attacks import attack_view
 from dpkit.contract.context import AttackContext
-from dpkit.contract.server import STANDARD_PHASES, Message, Server
+from dpkit.contract.server import STANDARD_PHASES, STANDARD_RELEASES, Message, Server
 from dpkit.release.codec import decode, encode
 from dpkit.release.meter import tensor_bytes
 
@@ -105,7 +105,8 @@ class ServerHost:
     @staticmethod
     def _labels(cls: type[Server]) -> dict[str, list[str]]:
         return {"phases": sorted({*STANDARD_PHASES, *cls.phases}),
-                "handlers": sorted(cls.handlers)}
+                "handlers": sorted(cls.handlers),
+                "releases": sorted({*STANDARD_RELEASES, *cls.receives, *cls.handlers})}
 
     def receive(self, request: dict[str, Any]) -> Any:
         """Hand one message to the server; its answer goes back to the client."""
@@ -125,6 +126,8 @@ class ServerHost:
         if tensor is None and name not in self.server.handlers:
             raise ValueError(f"request {name!r} names no handler of "
                              f"{type(self.server).__name__}")
+        if tensor is not None and name not in self.taken["releases"]:
+            raise ValueError(f"release {name!r} is not one {type(self.server).__name__} takes")
         phase = str(request["phase"])
         message = Message(name, phase, self.batches[phase], tensor,
                           None if mask is None else mask.to(self.device))

@@ -27,6 +27,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 STANDARD_PHASES = ("run", "setup", "train", "validation", "eval", "test", "restore")
 """The phases every server takes (``ctx.wire.phase``); a server names more in :attr:`Server.phases`."""
 
+STANDARD_RELEASES = ("embeddings", "hidden_states", "token_ids", "substituted_ids", "labels",
+                     "gradients", "model")
+"""The release names every server takes; a server takes its handlers' names too, and names more
+in :attr:`Server.receives`."""
+
 
 @dataclass(frozen=True)
 class Message:
@@ -128,6 +133,10 @@ class Server:
     its phases and handlers before the first message, and refuses any other phase, and any
     request naming no handler, before it crosses: a label the client makes up could spell
     private data."""
+    receives: ClassVar[tuple[str, ...]] = ()
+    """Release names this server takes besides its handlers' and :data:`STANDARD_RELEASES`
+    (kept, without a handler, under their name). A tensor sent under any other name is refused
+    before it crosses: a name the client made up could spell private data."""
     keep_rows: ClassVar[int | None] = 1_000_000
     """Rows a release without a handler keeps for the attacks (None: all), so that a stream of
     training-time messages (DP-SGD's gradients) does not fill the server's memory."""

@@ -21,6 +21,7 @@ from dpkit.accounting.guarantees import NoGuarantee
 from dpkit.base.errors import AccountingError
 from dpkit.release.declaration import Release
 from dpkit.release.labels import Labels
+from dpkit.release.shapes import Form, check_form
 
 if TYPE_CHECKING:
     from dpkit.accounting.ledger import Ledger, Spend
@@ -48,6 +49,7 @@ class Meter:
         self._units: dict[str, int] = defaultdict(int)
         self._seen: dict[str, Counter[bytes]] = {}
         self._over: set[str] = set()
+        self._forms: dict[str, Form] = {}
         self.totals: dict[tuple[str, str, str], int] = defaultdict(int)
         self.messages: dict[str, int] = defaultdict(int)
         self.batches: dict[str, int] = defaultdict(int)
@@ -107,6 +109,7 @@ class Meter:
             release = self._releases[name]
         real = release.real(tensor)
         measured = release.measure(tensor)
+        self._forms[name] = check_form(release, tensor, real, measured, self._forms.get(name))
         if release.reusable:
             rows = tensor.reshape(-1, tensor.shape[-1]) if tensor.ndim >= 2 else tensor.reshape(-1, 1)
             measured = self._new_rows(name, rows if real is None else rows[real.reshape(-1)])

@@ -88,12 +88,12 @@ class LeakCountZero(_Leak):
     def releases(self, ctx: Any) -> list[Release]:
         """The honest release plus a free one."""
         honest = super().releases(ctx)
-        return [*honest, Release("extra", honest[0].guarantee, "free", count=0,
-                                       covers=10**6)]
+        return [*honest, Release("hidden_states", honest[0].guarantee, "free", count=0,
+                                 covers=10**6)]
 
     def leak(self, ctx, raw, noisy):
-        """Send the raw rows under the free release."""
-        ctx.wire.send("extra", raw)
+        """Send the raw rows under the free release (a standard name, which every server takes)."""
+        ctx.wire.send("hidden_states", raw)
 
 
 class LeakPadding(_Leak):

@@ -45,16 +45,18 @@ def attack_metrics(ctx: Any, result: Any, name: str, params: dict | None = None,
 class RecordingChannel:
     """A stand-in server for unit tests of a wire: decodes each message it gets, notes whether
     the ledger was already ∞ at that moment, and answers ``answer`` (e.g.
-    ``Wire(ledger, connect=lambda: channel)``); it takes the standard phases and ``phases``, and
-    requests to ``handlers`` (the wire's first question, not kept in :attr:`got`)."""
+    ``Wire(ledger, connect=lambda: channel)``); it takes the standard phases and ``phases``,
+    requests to ``handlers``, and tensors under the standard release names, the handlers' and
+    ``receives`` (the wire's first question, not kept in :attr:`got`)."""
 
     def __init__(self, ledger: Any, answer: Any = None, phases: tuple[str, ...] = (),
-                 handlers: tuple[str, ...] = ()):
-        from dpkit.contract.server import STANDARD_PHASES
+                 handlers: tuple[str, ...] = (), receives: tuple[str, ...] = ()):
+        from dpkit.contract.server import STANDARD_PHASES, STANDARD_RELEASES
 
         self.ledger, self.answer = ledger, answer
         self.labels = {"phases": sorted({*STANDARD_PHASES, *phases}),
-                       "handlers": sorted(handlers)}
+                       "handlers": sorted(handlers),
+                       "releases": sorted({*STANDARD_RELEASES, *handlers, *receives})}
         self.got: list[Any] = []
         self.infinite_then: list[bool] = []
 
@@ -74,18 +76,41 @@ class RecordingChannel:
 
 
 def recording_wire(*releases: Any, ledger: Any = None, answer: Any = None,
-                   phases: tuple[str, ...] = (), handlers: tuple[str, ...] = ()
-                   ) -> tuple[Any, Any]:
-    """A wire over a :class:`RecordingChannel` taking ``phases`` and requests to ``handlers``,
-    with ``releases`` declared: ``(wire, channel)``."""
+                   phases: tuple[str, ...] = (), handlers: tuple[str, ...] = (),
+                   receives: tuple[str, ...] | None = None) -> tuple[Any, Any]:
+    """A wire over a :class:`RecordingChannel` taking ``phases``, requests to ``handlers`` and
+    tensors under ``receives`` (default: the names of ``releases``), with ``releases`` declared:
+    ``(wire, channel)``."""
     from dpkit.accounting import Ledger
     from dpkit.release.wire import Wire
 
     ledger = ledger if ledger is not None else Ledger()
-    channel = RecordingChannel(ledger, answer, phases, handlers)
+    if receives is None:
+        receives = tuple(release.name for release in releases)
+    channel = RecordingChannel(ledger, answer, phases, handlers, receives)
     wire = Wire(ledger, connect=lambda: channel)
     wire.declare(releases)
     return wire, channel
+
+
+def toy_rows(directory: Any, name: str, methods: list[str], params: str = "{}"
+             ) -> dict[str, dict]:
+    """Run a spec of ``methods`` on the toy data (the first with ``params``), attacked by
+    ``leak_probe``, with its output under ``directory``; rows (or failures) by method."""
+    first, *rest = methods
+    baselines = "".join(f"\n  - {{name: {m}}}" for m in rest)
+    path = directory / f"{name}.yaml"
+    path.write_text(f"""name: {name}
+data: {{name: toy_text}}
+model: {{name: toy_space}}
+defense: {{name: {first}, params: {params}}}
+baselines:{baselines or " []"}
+attacks: [{{name: leak_probe}}]
+seeds: [0]
+device: cpu
+output: {directory / name}
+""")
+    return rows_by_method(path)
 
 
 def rows_by_method(spec_path: Any) -> dict[str, dict]:

@@ -68,9 +68,9 @@ class CleanAlongsideSnD(SnD):
     def upload_function(ctx, client, mechanism, private):
         """Send the noisy embeddings, then the clean ones (noisy minus noise) declared at η."""
         guarantee = mechanism.guarantee(client.space)
-        ctx.wire.declare([Release("embeddings_copy", guarantee, "token embeddings (copy)",
+        ctx.wire.declare([Release("hidden_states", guarantee, "token embeddings (copy)",
                                   count=int(private.mask.sum()))])
-        ctx.wire.send("embeddings_copy", (private.x_priv - private.noise)[private.mask.bool()])
+        ctx.wire.send("hidden_states", (private.x_priv - private.noise)[private.mask.bool()])
         return ctx.wire.send("embeddings", private.x_priv)
 
 

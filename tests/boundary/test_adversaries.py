@@ -20,47 +20,16 @@ import torch
 
 import dpkit.contract.plugins
 from dpkit.contract.server import Message
-from dpkit.testing.boundary import rows_by_method
+from dpkit.testing.boundary import toy_rows as _run
 from dpkit.testing.wire_tricks import ENVIRONMENT_VARIABLE
 
 LEAKS = ["leak_alias", "leak_count_zero", "leak_padding", "leak_companion", "leak_rows_mask",
          "leak_reply", "leak_truth", "leak_global", "leak_swap_wire", "leak_own_wire",
          "leak_raw_pipe", "leak_public_model", "leak_private_data", "leak_name"]
 EXPECTED_ERROR = {"leak_rows_mask": "rows", "leak_reply": "reply", "leak_swap_wire": "runner",
-                  "leak_private_data": "shares", "leak_name": "no handler"}
-EXPECTED_INFINITE = {"leak_count_zero", "leak_padding", "leak_companion", "leak_own_wire",
-                     "leak_raw_pipe"}
-
-
-@pytest.fixture
-def leak_plugins(monkeypatch):
-    """The toy plug-in and the adversaries, nothing else."""
-    monkeypatch.setenv("DPKIT_LOAD_PLUGINS", "")
-    monkeypatch.setenv("DPKIT_EXTRA_PLUGINS",
-                       "toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries")
-    monkeypatch.setenv("DPKIT_BUDGET_STORE", "off")
-    dpkit.contract.plugins.reset()
-    yield
-    dpkit.contract.plugins.reset()
-
-
-def _run(tmp_path, name: str, methods: list[str], params: str = "{}") -> dict[str, dict]:
-    """Run one spec of ``methods`` on the toy data (the first with ``params``); rows (or
-    failures) by method."""
-    first, *rest = methods
-    baselines = "".join(f"\n  - {{name: {m}}}" for m in rest)
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(f"""name: {name}
-data: {{name: toy_text}}
-model: {{name: toy_space}}
-defense: {{name: {first}, params: {params}}}
-baselines:{baselines or " []"}
-attacks: [{{name: leak_probe}}]
-seeds: [0]
-device: cpu
-output: {tmp_path / name}
-""")
-    return rows_by_method(path)
+                  "leak_private_data": "shares", "leak_name": "no handler",
+                  "leak_companion": "is not one the server takes"}
+EXPECTED_INFINITE = {"leak_count_zero", "leak_padding", "leak_own_wire", "leak_raw_pipe"}
 
 
 def test_every_way_around_the_boundary_is_refused_or_charged(tmp_path, leak_plugins):
@@ -172,8 +141,8 @@ output: {tmp_path / "crash"}
 def test_labels_a_client_makes_up_do_not_cross(tmp_path, trick_plugins):
     """Adversarial: the raw rows spelled in a phase, and in how many batches end between
     requests. The phase is refused before it crosses; the batch number is the server's own
-    count, so it spells nothing. (The widths of empty tensors, ``trick_empty_shape``, still
-    cross: an open channel, named in docs/releases.md.)"""
+    count, so it spells nothing. (The widths of empty tensors, ``trick_empty_shape``: see
+    test_shape_adversaries.py.)"""
     rows = _run(tmp_path, "labels", ["trick_phase", "trick_batch_count"])
     assert "error" in rows["trick_phase"] and "is not one the server takes" in \
         rows["trick_phase"]["error"], rows["trick_phase"]
@@ -184,8 +153,8 @@ def test_labels_a_client_makes_up_do_not_cross(tmp_path, trick_plugins):
 
 def test_control_the_trick_server_reads_what_the_labels_would_spell():
     """Without the wire's checks (messages made by hand), the tricks' server does recover the
-    raw rows from phases, batch gaps and empty widths: the refusal and the zero above are the
-    wire's doing (the widths still cross)."""
+    raw rows from phases, batch gaps and empty widths: the refusals and the zero are the
+    wire's doing."""
     from dpkit.testing.wire_tricks import SPELLED_ROWS, TrickServer
 
     class Public:

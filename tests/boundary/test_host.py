@@ -57,6 +57,8 @@ def test_the_server_says_its_labels_from_its_class_before_any_message(channel):
     server_cls = type(channel.host.server)
     assert set(taken["phases"]) == {*dpkit.STANDARD_PHASES, *server_cls.phases}
     assert taken["handlers"] == sorted(server_cls.handlers)
+    assert taken["releases"] == sorted({*dpkit.STANDARD_RELEASES, *server_cls.receives,
+                                        *server_cls.handlers})
     channel.host.server.__class__ = type("Grown", (server_cls,), {"phases": ("raw_00ff",)})
     raise_if_error(decode(channel.request(_message(torch.ones(1, 4)))))
     assert decode(channel.request(encode({"op": "labels"}))) == taken  # fixed when it was built
@@ -103,4 +105,9 @@ def test_the_server_receives_what_crossed_and_the_tally_counts_it(channel):
     with pytest.raises(ServerError, match=named):
         raise_if_error(decode(channel.request(encode(
             {"op": "message", "name": "nothing_here", "phase": "run", "tensor": None,
+             "mask": None}))))
+    with pytest.raises(ServerError, match=f"release 'r_3f80' is not one "
+                                          f"{type(host.server).__name__} takes$"):
+        raise_if_error(decode(channel.request(encode(
+            {"op": "message", "name": "r_3f80", "phase": "run", "tensor": torch.ones(1, 4),
              "mask": None}))))

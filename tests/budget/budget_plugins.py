@@ -45,7 +45,7 @@ class SendsUndeclared(ToyNoise):
     def run(self, ctx) -> DefenseResult:
         """The declared release, then one it never declared."""
         result = super().run(ctx)
-        ctx.wire.send("raw_texts", torch.ones(4, 8))
+        ctx.wire.send("hidden_states", torch.ones(4, 8))  # a name every server takes
         return result
 
 

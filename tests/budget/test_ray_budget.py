@@ -46,7 +46,7 @@ def test_ray_workers_charge_the_store_and_refuse_past_the_cap(
     more = write_spec(tmp_path, "more", defense="toy_sends_more")
     outcome = run_path(more, executor="ray")
     ((_, error),) = outcome.failures
-    assert "BudgetExceededError" in error and "raw_texts" in error
+    assert "BudgetExceededError" in error and "hidden_states" in error
     status = spent(store)
     assert status["totals"]["epsilon"] <= 3 * planned(plain)
     assert not status["composed"]["add_remove"].get("no_guarantee_reasons")

@@ -127,7 +127,7 @@ def test_way_6_a_send_beyond_the_plan_is_refused_before_it_is_observed(
     cap(budget_plugins, store, 10 * planned(path))
     outcome = run_path(path)
     ((_, error),) = outcome.failures
-    assert "no guarantee" in error and "raw_texts" in error
+    assert "no guarantee" in error and "hidden_states" in error
     status = spent(store)
     assert status["totals"]["epsilon"] < 10 * planned(path)  # the ∞ spend was never recorded
     assert not status["composed"]["add_remove"].get("no_guarantee_reasons")
@@ -157,7 +157,7 @@ def test_the_wire_refuses_an_undeclared_send_before_the_server_sees_it(private_b
                                   ledger=Ledger(guard=CellGuard(store.location, run_id, "cell")))
     wire.send("sum", torch.ones(1))
     with pytest.raises(BudgetExceededError):
-        wire.send("raw", torch.ones(3))
+        wire.send("hidden_states", torch.ones(3))
     assert [m["name"] for m in server.got] == ["sum"]  # the refused send never crossed
     with pytest.raises(BudgetExceededError):  # what the wire records for units past a declaration
         wire.ledger.spend(NoGuarantee("2 units beyond the declaration"), "sum (over declaration)")

@@ -63,10 +63,10 @@ class AcmeAudit(dpkit.SplitCanaryAudit):
 
     def send(self, ctx: Any, ids: torch.Tensor) -> float:
         self.mechanism = self.defense
-        ctx.wire.declare([dpkit.Release("upload", self.defense.guarantee(), "canaries",
+        ctx.wire.declare([dpkit.Release("embeddings", self.defense.guarantee(), "canaries",
                                         count=len(ids))])
         noisy = self.defense.privatize(self.space.vectors[ids], generator=ctx.generator("up"))
-        ctx.wire.send("upload", noisy)
+        ctx.wire.send("embeddings", noisy)
         return float(self.defense.params.eta)
 
 

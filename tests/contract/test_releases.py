@@ -20,11 +20,12 @@ from dpkit.release.wire import Release
 
 class EchoNothing:
     """A server that keeps nothing and answers nothing (the bytes still cross), and takes the
-    standard phases."""
+    standard phases and the releases these tests send."""
 
     def request(self, data: bytes) -> bytes:
         if decode(data).get("op") == "labels":
-            return encode({"phases": list(STANDARD_PHASES), "handlers": []})
+            return encode({"phases": list(STANDARD_PHASES), "handlers": [],
+                           "releases": ["mean", "median"]})
         return encode(None)
 
     def close(self) -> None:

@@ -54,14 +54,17 @@ def test_the_server_is_asked_once_before_the_first_message_and_an_unclear_answer
         def close(self) -> None:
             pass
 
-    good = Channel({"phases": list(STANDARD_PHASES), "handlers": []})
+    good = Channel({"phases": list(STANDARD_PHASES), "handlers": [], "releases": ["x"]})
     wire = Wire(Ledger(), connect=lambda: good)
     wire.declare([Release("x", ETA, "x", count=9)])
     for _ in range(3):
         wire.send("x", torch.ones(1, 2))
     assert asked == ["labels", "message", "message", "message"]
-    for answer in (None, {"phases": "run", "handlers": []}, {"phases": [1], "handlers": []},
-                   {"phases": ["run"]}):
+    for answer in (None, {"phases": "run", "handlers": [], "releases": ["x"]},
+                   {"phases": [1], "handlers": [], "releases": ["x"]},
+                   {"phases": ["run"], "releases": ["x"]},
+                   {"phases": ["run"], "handlers": [], "releases": "x"},
+                   {"phases": ["run"], "handlers": []}):
         asked.clear()
         bad = Channel(answer)
         wire = Wire(Ledger(), connect=lambda bad=bad: bad)
@@ -83,7 +86,36 @@ def test_a_release_name_is_a_short_plain_label(name):
 def test_plain_release_names_are_taken():
     for name in ("embeddings", "token_ids", "_private", "layer.3-q", "x" * 64):
         assert Release(name, ETA, "label").name == name
-    assert Labels(frozenset({"run"}), frozenset()).check("run", "x", torch.ones(1)) is None
+    assert Labels(frozenset({"run"}), frozenset(), frozenset({"x"})).check(
+        "run", "x", torch.ones(1)) is None
+
+
+def test_a_tensor_under_a_name_the_server_does_not_take_is_refused_before_it_crosses():
+    """Adversarial: a declared, covered release whose name spells raw data (one row sent, the
+    name's 64 characters uncounted)."""
+    spelled = "r" + bytes(range(20, 51)).hex()
+    wire, channel = recording_wire(Release("embeddings", ETA, "tokens", count=4),
+                                   Release(spelled, ETA, "tokens", count=1), receives=("embeddings",))
+    wire.send("embeddings", torch.zeros(1, 2))
+    with pytest.raises(AccountingError, match="is not one the server takes"):
+        wire.send(spelled, torch.zeros(1, 2))
+    assert [m["name"] for m in channel.got] == ["embeddings"] and wire.units[spelled] == 0
+
+
+def test_a_server_takes_standard_names_its_handlers_and_what_it_receives():
+    from dpkit.boundary.host import ServerHost
+    from dpkit.contract.server import STANDARD_RELEASES, Server, handles
+
+    class Named(Server):
+        receives = ("layer_3",)
+
+        @handles("report")
+        def report(self, message):
+            return None
+
+    taken = ServerHost._labels(Named)["releases"]
+    assert taken == sorted({*STANDARD_RELEASES, "layer_3", "report"})
+    assert ServerHost._labels(Server)["releases"] == sorted(STANDARD_RELEASES)
 
 
 LONG = "raw_" + "ab" * 40  # 84 characters: shown as its first 60 and "…"
@@ -108,8 +140,17 @@ def test_each_refusal_says_what_was_refused_and_what_to_do():
         "name, which must be a handler's. Nothing was sent")
     with pytest.raises(AccountingError) as refused:
         Labels.from_answer(["run"])
-    assert str(refused.value) == ("the server did not say which phases and handlers it takes "
-                                  "(got list); nothing was sent")
+    assert str(refused.value) == ("the server did not say which phases, handlers and releases "
+                                  "it takes (got list); nothing was sent")
+    with pytest.raises(AccountingError) as refused:
+        wire.send("x" + LONG, torch.zeros(1, 2))
+    assert str(refused.value) == (
+        f"release {repr(('x' + LONG)[:60] + '…')} is not one the server takes; it takes "
+        "['embeddings', 'gradients', 'hidden_states', 'labels', 'model', 'report', "
+        "'substituted_ids', 'token_ids']. A release's name crosses with each message, so it "
+        "comes from the server's class: give it a handler (@dpkit.handles), list it in "
+        "dpkit.Server.receives, or use a standard name (dpkit.STANDARD_RELEASES). Nothing was "
+        "sent")
     with pytest.raises(AccountingError) as refused:
         Release(LONG + " x", ETA, "label")
     assert str(refused.value) == (

@@ -137,11 +137,18 @@ class TestNnInversionAttackContract(AttackContract):
             pytest.skip("nn_inversion not registered")
 
 
+class MeanServer(dpkit.Server):
+    """The passive server, which also takes the release ``mean`` (not a standard name)."""
+
+    receives = ("mean",)
+
+
 class NoisyMeanDefense:
     """Sends the Gaussian-noised mean of the space's vectors (declared before running)."""
 
     name = "noisy_mean_defense"
     requires_spend = True
+    server = MeanServer
 
     class Params(dpkit.Params):
         sigma: float = 1.0
@@ -165,7 +172,7 @@ class NoisyMeanDefense:
             ctx.model.dim, generator=ctx.noise_generator("noise"))
 
     def run(self, ctx):
-        """Send the noisy mean (the passive server keeps it)."""
+        """Send the noisy mean (its server keeps it)."""
         from dpkit import DefenseResult
         from dpkit.contract.releases import declare_releases
 
