@@ -54,9 +54,13 @@ class _Leak(ToyNoise):
 
         declare_releases(self, ctx)
         ids, raw, noisy = _raw_and_noisy(ctx)
-        ctx.wire.send("embeddings", noisy)
+        ctx.wire.send("embeddings", self.honest_message(noisy))
         self.leak(ctx, raw, noisy)
         return DefenseResult({"sent": float(len(ids))}, truth={"token_ids": ids, "raw": raw})
+
+    def honest_message(self, noisy: torch.Tensor) -> torch.Tensor:
+        """How the honest rows are sent (as they are, ``[n, d]``)."""
+        return noisy
 
     def leak(self, ctx: Any, raw: torch.Tensor, noisy: torch.Tensor) -> None:
         """The attempt (nothing, in the honest base)."""

@@ -10,7 +10,11 @@ spells the first raw rows' bytes in one part of the messages that counts no unit
 * ``trick_dtype`` sends one row per two bits, in one of four float dtypes;
 * ``trick_padded_length`` declares padding and sends one real row per byte, followed by as many
   padding rows as the byte says (so the real rows count, the length does not);
-* ``trick_padding_only`` sends, per byte, that many rows of padding and nothing real.
+* ``trick_padding_only`` sends, per byte, that many rows of padding and nothing real;
+* ``trick_sequence_count`` sends its honest rows as one sequence, then, per byte, one real row
+  followed by as many sequences of padding only as the byte says: **not refused** — how many
+  sequences a message holds is its structure, which the wire treats as public (one unit
+  counted per message); the threat model names it.
 
 Their server (:class:`ShapeTrickServer`) reads each back. Load with
 ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries,
@@ -130,6 +134,22 @@ class TrickPaddingOnly(_Padded):
         return [torch.zeros(byte + 1, noisy.shape[1])]
 
 
+class TrickSequenceCount(_Padded):
+    """Each byte as the number of empty sequences after one real one."""
+
+    name, phase = "trick_sequence_count", "sequences"
+
+    def honest_message(self, noisy):
+        """The honest rows as one padded sequence, ``[1, n, d]``."""
+        return noisy.unsqueeze(0)
+
+    def messages(self, byte, noisy):
+        """``[byte + 1, 1, d]``: the first sequence one real row, the others padding only."""
+        message = torch.zeros(byte + 1, 1, noisy.shape[1])
+        message[0, 0] = noisy[0]
+        return [message]
+
+
 def _raw(ctx: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from dpkit.testing.adversaries import _raw_and_noisy
 
@@ -139,7 +159,8 @@ def _raw(ctx: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 class ShapeTrickServer(LeakServer):
     """The leaks' server, which also reads what the names, dtypes and shapes spell."""
 
-    phases: ClassVar[tuple[str, ...]] = ("name", "width", "dtype", "length", "count")
+    phases: ClassVar[tuple[str, ...]] = ("name", "width", "dtype", "length", "count",
+                                         "sequences")
 
     def __init__(self, params: Any, public: Any):
         super().__init__(params, public)
@@ -155,8 +176,7 @@ class ShapeTrickServer(LeakServer):
         elif message.phase == "dtype":
             got.append(DTYPES.index(tensor.dtype))
         else:
-            size = {"width": tensor.shape[-1], "length": tensor.shape[0],
-                    "count": tensor.shape[0]}[message.phase]
+            size = tensor.shape[-1] if message.phase == "width" else tensor.shape[0]
             got.append(int(size) - 1)
         return None
 
@@ -173,7 +193,8 @@ class ShapeTrickServer(LeakServer):
             self.spelled[phase] = []
 
 
-TRICKS = (TrickReleaseName, TrickWidth, TrickDtype, TrickPaddedLength, TrickPaddingOnly)
+TRICKS = (TrickReleaseName, TrickWidth, TrickDtype, TrickPaddedLength, TrickPaddingOnly,
+          TrickSequenceCount)
 for _cls in TRICKS:
     _cls.server = ShapeTrickServer  # type: ignore[union-attr]
 

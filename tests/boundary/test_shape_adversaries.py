@@ -6,6 +6,7 @@ are the wire's doing."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -40,6 +41,16 @@ def test_names_dtypes_and_shapes_a_client_picks_do_not_cross(tmp_path, shape_plu
         assert "Nothing was sent" in rows[trick]["error"], rows[trick]
 
 
+def test_how_many_sequences_a_counted_message_holds_still_crosses(tmp_path, shape_plugins):
+    """Open, and named in the threat model: a message that carries one real row can hold any
+    number of sequences of padding only, so their number spells a byte per counted unit — within
+    the units the release declared it may carry (``covers``: the trick declares slack)."""
+    rows = _run(tmp_path, "sequences", ["toy_noise", "trick_sequence_count"])
+    row = rows["trick_sequence_count"]
+    assert "error" not in row and math.isfinite(row["privacy"]["epsilon"]), row
+    assert row["metrics"]["raw_found"] == pytest.approx(SPELLED_ROWS / row["metrics"]["sent"])
+
+
 def test_control_the_shape_server_reads_what_the_refused_messages_would_spell():
     class Public:
         model = type("Space", (), {"vectors": torch.zeros(5, 8)})()
@@ -53,6 +64,7 @@ def test_control_the_shape_server_reads_what_the_refused_messages_would_spell():
         server.receive(Message("embeddings", "width", 0, torch.zeros(1, byte + 1)))
         server.receive(Message("embeddings", "length", 0, torch.zeros(byte + 1, 8)))
         server.receive(Message("embeddings", "count", 0, torch.zeros(byte + 1, 8)))
+        server.receive(Message("embeddings", "sequences", 0, torch.zeros(byte + 1, 1, 8)))
         for shift in (6, 4, 2, 0):
             server.receive(Message("embeddings", "dtype", 0,
                                    torch.zeros(1, 8, dtype=DTYPES[(byte >> shift) & 3])))

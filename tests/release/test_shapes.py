@@ -195,3 +195,14 @@ def test_each_refusal_names_the_form_and_the_fix():
         "3 entries but its longest sequence 1 (the release's form: float32 [1, 2, 3]). " + tail
         + "pad each batch to its longest sequence, or always to the same length. Nothing was "
         "sent")
+
+
+def test_empty_sequences_ride_only_on_units_the_release_may_carry():
+    """How many sequences of padding a counted message holds is structure (open); each such
+    message still costs a unit, so without declared slack it is charged ∞."""
+    wire, channel = recording_wire(Release("embeddings", ETA, "tokens", count=3, padding=0.0))
+    wire.send("embeddings", _padded([3]))
+    spelled = _padded([1, 0, 0, 0, 0], length=1)  # five sequences, one real row
+    wire.send("embeddings", spelled)
+    assert tuple(channel.got[-1]["tensor"].shape) == (5, 1, 3)
+    assert wire.units["embeddings"] == 4 and wire.ledger.epsilon() == math.inf
