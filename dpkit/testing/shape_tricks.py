@@ -14,7 +14,10 @@ spells the first raw rows' bytes in one part of the messages that counts no unit
 * ``trick_sequence_count`` sends its honest rows as one sequence, then, per byte, one real row
   followed by as many sequences of padding only as the byte says: **not refused** — how many
   sequences a message holds is its structure, which the wire treats as public (one unit
-  counted per message); the threat model names it.
+  counted per message); the threat model names it;
+* ``trick_request_count`` spells the first :data:`REQUEST_ROWS` raw rows' bytes as how many
+  requests (which carry no tensor and count no unit) it sends between two others: **not
+  refused** — how many messages a client sends is its schedule, which the wire treats as public.
 
 Their server (:class:`ShapeTrickServer`) reads each back. Load with
 ``DPKIT_EXTRA_PLUGINS=toy=dpkit.testing.toy,leaks=dpkit.testing.adversaries,
@@ -28,12 +31,13 @@ from typing import Any, ClassVar
 import torch
 
 from dpkit.contract.hookspecs import hookimpl
-from dpkit.contract.server import Message
+from dpkit.contract.server import Message, handles
 from dpkit.release.declaration import Release
 from dpkit.testing.adversaries import LeakServer, _Leak
 from dpkit.testing.wire_tricks import SPELLED_ROWS, _rows
 
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+REQUEST_ROWS = 2  # the request count trick spells fewer rows: a request is a round trip
 NAME_BYTES = 31  # "r" and 62 hexadecimal digits: within a release name's 64 characters
 
 
@@ -150,6 +154,20 @@ class TrickSequenceCount(_Padded):
         return [message]
 
 
+class TrickRequestCount(_Leak):
+    """Each byte as how many ``tick`` requests come before a ``tock``."""
+
+    name = "trick_request_count"
+
+    def leak(self, ctx, raw, noisy):
+        """Tick ``byte`` times, then tock, per byte; then ask the server to look."""
+        for byte in raw[:REQUEST_ROWS].contiguous().cpu().numpy().tobytes():
+            for _ in range(byte):
+                ctx.wire.send("tick")
+            ctx.wire.send("tock")
+        ctx.wire.send("probe_request")
+
+
 def _raw(ctx: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from dpkit.testing.adversaries import _raw_and_noisy
 
@@ -164,7 +182,19 @@ class ShapeTrickServer(LeakServer):
 
     def __init__(self, params: Any, public: Any):
         super().__init__(params, public)
-        self.spelled: dict[str, list[int]] = {phase: [] for phase in self.phases}
+        self.spelled: dict[str, list[int]] = {phase: [] for phase in (*self.phases, "requests")}
+        self.ticks = 0
+
+    @handles("tick")
+    def tick(self, message: Message) -> None:
+        """Count a request."""
+        self.ticks += 1
+
+    @handles("tock")
+    def tock(self, message: Message) -> None:
+        """The requests counted since the last tock spell one byte."""
+        self.spelled["requests"].append(self.ticks)
+        self.ticks = 0
 
     def receive(self, message: Message) -> Any:
         """Note what each tricked message spells, then handle it."""
@@ -194,7 +224,7 @@ class ShapeTrickServer(LeakServer):
 
 
 TRICKS = (TrickReleaseName, TrickWidth, TrickDtype, TrickPaddedLength, TrickPaddingOnly,
-          TrickSequenceCount)
+          TrickSequenceCount, TrickRequestCount)
 for _cls in TRICKS:
     _cls.server = ShapeTrickServer  # type: ignore[union-attr]
 

@@ -14,7 +14,7 @@ import torch
 
 import dpkit.contract.plugins
 from dpkit.contract.server import Message
-from dpkit.testing.shape_tricks import DTYPES, ShapeTrickServer, _chunks
+from dpkit.testing.shape_tricks import DTYPES, REQUEST_ROWS, ShapeTrickServer, _chunks
 from dpkit.testing.wire_tricks import SPELLED_ROWS
 
 from dpkit.testing.boundary import toy_rows as _run
@@ -51,6 +51,16 @@ def test_how_many_sequences_a_counted_message_holds_still_crosses(tmp_path, shap
     assert row["metrics"]["raw_found"] == pytest.approx(SPELLED_ROWS / row["metrics"]["sent"])
 
 
+def test_how_many_requests_a_client_sends_still_crosses(tmp_path, shape_plugins):
+    """Open, and named in the threat model: a request carries no tensor and counts no unit, so
+    how many a client sends between two others spells a byte each, at no cost on the ledger."""
+    rows = _run(tmp_path, "requests", ["toy_noise", "trick_request_count"])
+    row = rows["trick_request_count"]
+    assert "error" not in row and math.isfinite(row["privacy"]["epsilon"]), row
+    assert row["privacy"]["epsilon"] == rows["toy_noise"]["privacy"]["epsilon"]  # free
+    assert row["metrics"]["raw_found"] == pytest.approx(REQUEST_ROWS / row["metrics"]["sent"])
+
+
 def test_control_the_shape_server_reads_what_the_refused_messages_would_spell():
     class Public:
         model = type("Space", (), {"vectors": torch.zeros(5, 8)})()
@@ -68,6 +78,10 @@ def test_control_the_shape_server_reads_what_the_refused_messages_would_spell():
         for shift in (6, 4, 2, 0):
             server.receive(Message("embeddings", "dtype", 0,
                                    torch.zeros(1, 8, dtype=DTYPES[(byte >> shift) & 3])))
+    for byte in data:
+        for _ in range(byte):
+            server.receive(Message("tick", "run", 0, None))
+        server.receive(Message("tock", "run", 0, None))
     server.receive(Message("probe_request", "run", 0, None))
-    for phase in ShapeTrickServer.phases:
+    for phase in (*ShapeTrickServer.phases, "requests"):
         assert torch.equal(server.observed[f"spelled_{phase}"], raw), phase
