@@ -67,6 +67,9 @@ def check_form(release: Release, tensor: torch.Tensor, real: torch.Tensor | None
     form = Form.of(tensor)
     if release.is_uncovered:
         return form
+    if first is not None and len(form.shape) != len(first.shape):
+        _refuse(release, f"it has {len(form.shape)} dimensions, the first send {len(first.shape)}",
+                first, form, "keep the release's number of dimensions")
     extent = padding_extent(real)
     pad = None if extent is None else extent[0]
     if extent is not None and first is not None and form.shape[extent[0]] > extent[1] \
@@ -89,9 +92,6 @@ def check_form(release: Release, tensor: torch.Tensor, real: torch.Tensor | None
                    "with no entries)") if units == 0 else "a send release keeps its whole shape"
             _refuse(release, why, first, form, "send the release's rows in its first form")
         return first
-    if len(form.shape) != len(first.shape):
-        _refuse(release, f"it has {len(form.shape)} dimensions, the first send {len(first.shape)}",
-                first, form, "keep the release's number of dimensions")
     for d in range(1, len(form.shape)):
         if d != pad and form.shape[d] != first.shape[d]:
             _refuse(release, f"its dimension {d} has {form.shape[d]} entries, the first send's "

@@ -206,3 +206,16 @@ def test_empty_sequences_ride_only_on_units_the_release_may_carry():
     wire.send("embeddings", spelled)
     assert tuple(channel.got[-1]["tensor"].shape) == (5, 1, 3)
     assert wire.units["embeddings"] == 4 and wire.ledger.epsilon() == math.inf
+
+
+def test_a_padded_release_refuses_another_number_of_dimensions_before_reading_its_padding():
+    release = Release("embeddings", ETA, "tokens", count=100, padding=0.0)
+    wire, _ = recording_wire(release)
+    wire.send("embeddings", torch.ones(3))
+    with pytest.raises(AccountingError, match="it has 3 dimensions, the first send 1"):
+        wire.send("embeddings", _padded([1, 2]))  # its padded dimension (1) the first lacks
+    model = Release("model", ETA, "model", count=3, unit="send")
+    wire, _ = recording_wire(model)
+    wire.send("model", torch.ones(4, 2))
+    with pytest.raises(AccountingError, match="it has 1 dimensions, the first send 2"):
+        wire.send("model", torch.ones(8))
